@@ -1,0 +1,201 @@
+"""The ``pmem`` command line (SPEC §9). A thin layer over :mod:`adapters.api`.
+
+Every command prints JSON on stdout (one object, or JSON lines for lists). Errors print one JSON
+object ``{"error": ..., "detail": ...}`` on stderr and exit non-zero: 2 for bad input, 1 when the
+store cannot do what was asked. Nothing heavy is imported at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
+
+import orjson
+
+from domain.errors import InvalidBatch, InvalidOperation, PmemError
+from domain.operations import parse_operation
+
+SINGLE_OPS = ("accept", "contest", "reject", "revoke", "resolve", "support")
+VALUE_REQUIRED = ("accept", "contest", "resolve")
+
+
+class UsageError(InvalidOperation):
+    kind = "usage"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _emit(obj: Any) -> None:
+    sys.stdout.buffer.write(orjson.dumps(obj) + b"\n")
+
+
+def _emit_lines(objs: Iterable[Any]) -> None:
+    out = sys.stdout.buffer
+    out.write(b"".join(orjson.dumps(o) + b"\n" for o in objs))
+
+
+def _fail(kind: str, detail: str, code: int) -> int:
+    sys.stderr.write(orjson.dumps({"error": kind, "detail": detail}).decode() + "\n")
+    return code
+
+
+def read_batch(data: bytes, namespace: str) -> list[Any]:
+    """Parse and validate JSON lines; any bad line raises :class:`InvalidBatch` naming it."""
+    from domain.operations import Operation
+
+    ops: list[Operation] = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue  # blank lines (and the final newline) carry nothing
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidBatch(f"invalid UTF-8 at byte {e.start}", line=n) from None
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise InvalidBatch(f"malformed JSON: {e}", line=n) from None
+        try:
+            ops.append(parse_operation(obj, namespace))
+        except InvalidOperation as e:
+            raise InvalidBatch(str(e), line=n, field=e.field) from None
+    return ops
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--db", default=argparse.SUPPRESS,
+                        help="SQLite file of the store (default: $PMEM_DB or ./pmem.db)")
+    common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
+    p = _Parser(prog="pmem", parents=[common],
+                description="P-Mem: an event-sourced memory that keeps what it displaced.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    a = sub.add_parser("apply", parents=[common], help="apply JSON lines of operations (all or nothing)")
+    a.add_argument("file", metavar="FILE|-", help="file of JSON lines, or - for standard input")
+
+    def evidence(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--source", help="where the observation came from")
+        sp.add_argument("--trust", type=int, help="trust 0-100 (default 50)")
+        sp.add_argument("--text", help="the observation itself")
+        sp.add_argument("--op-id", dest="op_id", help="idempotency key: a resend records nothing new")
+        sp.add_argument("--observed-at", dest="observed_at", help="ISO-8601 time of the observation")
+
+    for op in SINGLE_OPS:
+        sp = sub.add_parser(op, parents=[common], help=f"one {op} operation")
+        sp.add_argument("key")
+        sp.add_argument("value", nargs=None if op in VALUE_REQUIRED else "?")
+        evidence(sp)
+
+    r = sub.add_parser("revise", parents=[common], help="the revise patch of SPEC §5")
+    r.add_argument("key")
+    r.add_argument("new_value")
+    r.add_argument("--old-value", dest="old_value")
+    r.add_argument("--correction", action="store_true", help="status: correction (default: update)")
+    r.add_argument("--hard-commit", dest="hard_commit", action="store_true")
+    evidence(r)
+
+    g = sub.add_parser("get", parents=[common], help="one cell, current value first")
+    g.add_argument("key")
+    g.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
+    g.add_argument("--disclose", default="", help="comma list of history,alternatives,support")
+
+    f = sub.add_parser("frontier", parents=[common], help="every non-empty cell (JSON lines)")
+    f.add_argument("--as-of", dest="as_of", type=int)
+    f.add_argument("--disclose", default="")
+
+    h = sub.add_parser("history", parents=[common], help="every version of a cell")
+    h.add_argument("key")
+    h.add_argument("--as-of", dest="as_of", type=int)
+
+    lg = sub.add_parser("log", parents=[common], help="events in index order (JSON lines)")
+    lg.add_argument("--after", type=int, default=0)
+    lg.add_argument("--limit", type=int)
+
+    sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
+    return p
+
+
+def _check_index(name: str, value: int | None) -> None:
+    if value is not None and value < 0:
+        raise UsageError(f"{name} must be a non-negative event index, got {value}")
+
+
+def run(argv: Sequence[str]) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.command is None:
+        raise UsageError("pmem: a command is required (try pmem --help)")
+    if args.command == "demo":
+        from adapters.demo import run_demo
+
+        run_demo(sys.stdout)
+        return 0
+    db = getattr(args, "db", None) or os.environ.get("PMEM_DB") or "pmem.db"
+    ns = getattr(args, "namespace", None) or "default"
+    for name in ("as_of", "after", "limit"):
+        _check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
+
+    ops = None
+    if args.command == "apply":
+        data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
+        ops = read_batch(data, ns)  # validated before the store is even opened
+    from adapters.api import Store
+
+    with Store(db, namespace=ns) as store:
+        if ops is not None:
+            _emit_lines(r.to_dict() for r in store.apply(ops))
+        elif args.command in SINGLE_OPS or args.command == "revise":
+            fields = {k: getattr(args, k) for k in ("source", "trust", "text", "op_id", "observed_at")}
+            d: dict[str, Any] = {"op": args.command, "key": args.key,
+                                 **{k: v for k, v in fields.items() if v is not None}}
+            if args.command == "revise":
+                d.update(new_value=args.new_value, status="correction" if args.correction else "update",
+                         hard_commit=args.hard_commit)
+                if args.old_value is not None:
+                    d["old_value"] = args.old_value
+            elif args.value is not None:
+                d["value"] = args.value
+            _emit(store.apply([parse_operation(d, ns)])[0].to_dict())
+        elif args.command == "get":
+            _emit(store.get(args.key, as_of=args.as_of, disclose=args.disclose.split(",")).to_dict())
+        elif args.command == "frontier":
+            _emit_lines(c.to_dict() for c in store.frontier(as_of=args.as_of, disclose=args.disclose.split(",")))
+        elif args.command == "history":
+            _emit(store.history(args.key, as_of=args.as_of).to_dict())
+        elif args.command == "log":
+            _emit_lines(store.log(after=args.after, limit=args.limit))
+    return 0
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in argv):
+        _build_parser().parse_args(argv)  # prints help and exits 0
+    try:
+        code = run(argv)
+    except InvalidOperation as e:
+        code = _fail(e.kind, str(e), 2)
+    except PmemError as e:
+        code = _fail(e.kind, str(e), 1)
+    except BrokenPipeError:
+        code = 0
+    except KeyboardInterrupt:
+        code = _fail("interrupted", "interrupted", 130)
+    except Exception as e:  # a bug, not bad input: still one JSON line, never a traceback
+        code = _fail("internal error", f"{type(e).__name__}: {e}", 70)
+    sys.stdout.flush()
+    raise SystemExit(code)

@@ -1,0 +1,185 @@
+"""The cell aggregate and its events: one immutable event class per typed operation (SPEC §3).
+
+Every event carries its evidence (SPEC §2) and everything replay needs. Topics are explicit and
+stable (``pmem.cell/<Name>``), so moving or renaming a class never breaks replay; ``class_version``
+lets an old event be upcast. The first event of a cell, whatever its kind, creates the aggregate,
+so every recorded operation is exactly one event and one event index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+from eventsourcing.domain import BaseAggregate, DomainEvent, OriginatorVersionError
+from eventsourcing.utils import register_topic
+
+from domain.keys import cell_id
+from domain.state import CONTRADICTED, REVOKED, SUPERSEDED, CellState
+
+
+class CellEvent(DomainEvent):
+    """Base of every cell event. Fields shared by all: the cell, the evidence and why."""
+
+    OP: ClassVar[str] = ""
+    TOPIC: ClassVar[str] = ""
+    class_version: ClassVar[int] = 1
+
+    namespace: str
+    key: str
+    requested: str  # the op the agent sent (may differ from OP after lowering or revise)
+    reason: str | None
+    text: str | None
+    source: str | None
+    trust: int
+    observed_at: str | None
+    op_id: str | None
+
+    @property
+    def value_or_none(self) -> str | None:
+        return getattr(self, "value", None)
+
+    @property
+    def applied(self) -> bool:
+        return True
+
+    def mutate(self, aggregate: MemoryCell | None) -> MemoryCell:  # type: ignore[override]
+        if aggregate is None:
+            aggregate = MemoryCell.shell(self.originator_id, self.namespace, self.key, self.timestamp)
+        elif self.originator_version != aggregate.version + 1:
+            raise OriginatorVersionError(self.originator_version, aggregate.version + 1)
+        self.apply_to(aggregate.state)
+        aggregate.version = self.originator_version
+        aggregate.modified_on = self.timestamp
+        return aggregate
+
+    def apply_to(self, state: CellState) -> list[int]:
+        """Apply to the pure state; return the ids of versions whose status changed."""
+        raise NotImplementedError
+
+
+class Accepted(CellEvent):
+    OP = "accept"
+    TOPIC = "pmem.cell/Accepted"
+    value: str
+    vid: int
+    supersedes: int | None
+
+    def apply_to(self, state: CellState) -> list[int]:
+        return state.commit_head(self.value, self.originator_version, self.trust, self.source, SUPERSEDED)
+
+
+class Contested(CellEvent):
+    OP = "contest"
+    TOPIC = "pmem.cell/Contested"
+    value: str
+    vid: int
+    alternative_of: int
+
+    def apply_to(self, state: CellState) -> list[int]:
+        return state.add_alternative(self.value, self.originator_version, self.trust, self.source)
+
+
+class Rejected(CellEvent):
+    """``reject v`` (value set: v replaces the head) or ``reject`` (no value: roll the head back)."""
+
+    OP = "reject"
+    TOPIC = "pmem.cell/Rejected"
+    value: str | None
+    vid: int | None
+    target: int  # the head that is recorded as wrong
+
+    def apply_to(self, state: CellState) -> list[int]:
+        if self.value is None:
+            return state.rollback(CONTRADICTED)
+        return state.commit_head(self.value, self.originator_version, self.trust, self.source, CONTRADICTED)
+
+
+class Revoked(CellEvent):
+    """A retraction; the event is the tombstone and ``target`` is its ``revokes`` edge."""
+
+    OP = "revoke"
+    TOPIC = "pmem.cell/Revoked"
+    target: int
+    of_head: bool
+
+    def apply_to(self, state: CellState) -> list[int]:
+        if self.of_head:
+            return state.rollback(REVOKED)
+        return state.revoke_alternative(self.target)
+
+
+class Resolved(CellEvent):
+    OP = "resolve"
+    TOPIC = "pmem.cell/Resolved"
+    target: int
+
+    def apply_to(self, state: CellState) -> list[int]:
+        return state.resolve(self.target)
+
+
+class Supported(CellEvent):
+    OP = "support"
+    TOPIC = "pmem.cell/Supported"
+    target: int
+
+    def apply_to(self, state: CellState) -> list[int]:
+        return state.add_support(self.target, self.originator_version, self.trust, self.source)
+
+
+class NotApplied(CellEvent):
+    """The recorded ``noop``: the observation is kept with its reason; the cell does not change."""
+
+    OP = "noop"
+    TOPIC = "pmem.cell/NotApplied"
+    value: str | None
+
+    @property
+    def applied(self) -> bool:
+        return False
+
+    def apply_to(self, state: CellState) -> list[int]:
+        return []
+
+
+EVENT_CLASSES: tuple[type[CellEvent], ...] = (
+    Accepted, Contested, Rejected, Revoked, Resolved, Supported, NotApplied,
+)
+for _cls in EVENT_CLASSES:
+    register_topic(_cls.TOPIC, _cls)
+
+
+class MemoryCell(BaseAggregate[UUID]):
+    """One fact slot ``(namespace, key)``; its id is ``uuid5`` of both."""
+
+    TOPIC = "pmem.cell/MemoryCell"
+    state: CellState
+
+    @staticmethod
+    def create_id(namespace: str, key: str) -> UUID:
+        return cell_id(namespace, key)
+
+    @classmethod
+    def shell(cls, id: UUID, namespace: str, key: str, timestamp: datetime) -> MemoryCell:  # noqa: A002
+        """A cell before its first event (version 0). Events, not this, make it real."""
+        agg = cls.__new__(cls)
+        agg.__base_init__(id, 0, timestamp)
+        agg.state = CellState(namespace, key)
+        return agg
+
+    @classmethod
+    def new(cls, namespace: str, key: str, timestamp: datetime) -> MemoryCell:
+        return cls.shell(cell_id(namespace, key), namespace, key, timestamp)
+
+    def record(self, event_class: type[CellEvent], timestamp: datetime, fields: dict[str, Any]) -> CellEvent:
+        """Construct the next event, apply it and queue it for saving."""
+        event = event_class(
+            originator_id=self.id, originator_version=self.version + 1, timestamp=timestamp, **fields
+        )
+        event.mutate(self)
+        self.pending_events.append(event)
+        return event
+
+
+register_topic(MemoryCell.TOPIC, MemoryCell)

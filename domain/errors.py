@@ -1,0 +1,64 @@
+"""One error tree for P-Mem. Every error a caller can see derives from :class:`PmemError`.
+
+    PmemError
+    ├── InvalidOperation        bad input: a field is missing, empty, of the wrong type or too large
+    │   └── InvalidBatch        one line of a batch is bad; names the line, nothing was written
+    ├── StoreError              the store cannot do what was asked (adapters translate library errors)
+    │   ├── StoreUnavailable    the database cannot be opened, read or written
+    │   └── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
+    └── UnknownProjection       a projection name that does not exist
+
+Each error carries a one-line message that says what was wrong and where.
+"""
+
+from __future__ import annotations
+
+
+class PmemError(Exception):
+    """Root of every error P-Mem raises on purpose."""
+
+    kind = "error"
+
+
+class InvalidOperation(PmemError, ValueError):
+    """An operation was rejected before anything was written."""
+
+    kind = "invalid operation"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InvalidBatch(InvalidOperation):
+    """A line of a batch is invalid; the whole batch was rejected and nothing was written."""
+
+    kind = "invalid batch"
+
+    def __init__(self, message: str, *, line: int, field: str | None = None) -> None:
+        super().__init__(f"line {line}: {message}", field=field)
+        self.line = line
+
+
+class StoreError(PmemError):
+    """The store could not complete the request."""
+
+    kind = "store error"
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be opened, read or written."""
+
+    kind = "store unavailable"
+
+
+class ConflictRetriesExhausted(StoreError):
+    """Other writers kept changing the same cells; nothing from this call was written."""
+
+    kind = "conflict"
+
+
+class UnknownProjection(PmemError, ValueError):
+    """No projection has that name."""
+
+    kind = "unknown projection"

@@ -1,0 +1,161 @@
+"""The state of one cell and the transitions events apply to it (SPEC §2-§3).
+
+Transitions never fail on a valid log and never decide anything: the deciding happens in
+:mod:`domain.decide`. Each transition returns the ids of the versions whose status changed, so a
+projection can track open intervals without re-deriving the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ACTIVE, CONTESTED, ALTERNATIVE = "active", "contested", "alternative"
+SUPERSEDED, CONTRADICTED, REVOKED = "superseded", "contradicted", "revoked"
+OPEN = frozenset({ACTIVE, CONTESTED, ALTERNATIVE})
+STATUSES = (ACTIVE, CONTESTED, ALTERNATIVE, SUPERSEDED, CONTRADICTED, REVOKED)
+
+
+@dataclass(slots=True)
+class Version:
+    """One value a cell has held or been offered, with its provenance."""
+
+    vid: int
+    value: str
+    status: str
+    created_at: int  # the cell revision (aggregate version) of the event that created it
+    trust: int  # highest trust among its evidence
+    supersedes: int | None = None
+    alternative_of: int | None = None
+    support: int = 0
+    evidence: list[int] = field(default_factory=list)  # cell revisions of supporting events
+    sources: list[str] = field(default_factory=list)
+
+    def add_evidence(self, revision: int, trust: int, source: str | None) -> None:
+        self.evidence.append(revision)
+        if trust > self.trust:
+            self.trust = trust
+        if source is not None and source not in self.sources:
+            self.sources.append(source)
+
+
+@dataclass(slots=True)
+class CellState:
+    """Versions of one cell. At most one version is ``active``/``contested`` (the head)."""
+
+    namespace: str
+    key: str
+    versions: list[Version] = field(default_factory=list)
+    head_vid: int | None = None
+    alternative_vids: list[int] = field(default_factory=list)  # open alternatives, oldest first
+
+    # -- views ---------------------------------------------------------------
+    @property
+    def head(self) -> Version | None:
+        return None if self.head_vid is None else self.versions[self.head_vid]
+
+    @property
+    def status(self) -> str:
+        h = self.head
+        return "empty" if h is None else h.status
+
+    def alternatives(self) -> list[Version]:
+        return [self.versions[v] for v in self.alternative_vids]
+
+    def find_open(self, value: str) -> Version | None:
+        h = self.head
+        if h is not None and h.value == value:
+            return h
+        for vid in self.alternative_vids:
+            if self.versions[vid].value == value:
+                return self.versions[vid]
+        return None
+
+    # -- transitions ---------------------------------------------------------
+    def _new_version(self, value: str, status: str, revision: int, trust: int, source: str | None,
+                     supersedes: int | None = None, alternative_of: int | None = None) -> Version:
+        v = Version(len(self.versions), value, status, revision, trust, supersedes, alternative_of)
+        v.add_evidence(revision, trust, source)
+        self.versions.append(v)
+        return v
+
+    def _close_alternatives(self, status: str) -> list[int]:
+        closed = self.alternative_vids
+        for vid in closed:
+            self.versions[vid].status = status
+        self.alternative_vids = []
+        return closed
+
+    def commit_head(self, value: str, revision: int, trust: int, source: str | None,
+                    displaced_status: str) -> list[int]:
+        """``accept``/``reject v``: the value becomes head, the old head is displaced."""
+        changed = self._close_alternatives(SUPERSEDED)
+        old = self.head
+        if old is not None:
+            old.status = displaced_status
+            changed.append(old.vid)
+        v = self._new_version(value, ACTIVE, revision, trust, source,
+                              supersedes=None if old is None else old.vid)
+        self.head_vid = v.vid
+        changed.append(v.vid)
+        return changed
+
+    def add_alternative(self, value: str, revision: int, trust: int, source: str | None) -> list[int]:
+        head = self.head
+        assert head is not None
+        head.status = CONTESTED
+        v = self._new_version(value, ALTERNATIVE, revision, trust, source, alternative_of=head.vid)
+        self.alternative_vids.append(v.vid)
+        return [head.vid, v.vid]
+
+    def add_support(self, vid: int, revision: int, trust: int, source: str | None) -> list[int]:
+        v = self.versions[vid]
+        v.support += 1
+        v.add_evidence(revision, trust, source)
+        return []
+
+    def rollback(self, retracted_status: str) -> list[int]:
+        """Retract the head (SPEC §3 Rollback): promote the newest alternative, else walk ``supersedes``."""
+        head = self.head
+        assert head is not None
+        head.status = retracted_status
+        changed = [head.vid]
+        if self.alternative_vids:
+            promoted = self.versions[self.alternative_vids.pop()]
+            promoted.status = CONTESTED if self.alternative_vids else ACTIVE
+            self.head_vid = promoted.vid
+            changed.append(promoted.vid)
+            return changed
+        self.head_vid = None
+        p = head.supersedes
+        while p is not None:
+            prev = self.versions[p]
+            if prev.status == SUPERSEDED:
+                prev.status = ACTIVE
+                self.head_vid = prev.vid
+                changed.append(prev.vid)
+                break
+            p = prev.supersedes
+        return changed
+
+    def revoke_alternative(self, vid: int) -> list[int]:
+        self.alternative_vids.remove(vid)
+        self.versions[vid].status = REVOKED
+        changed = [vid]
+        if not self.alternative_vids:
+            head = self.head
+            assert head is not None
+            head.status = ACTIVE
+            changed.append(head.vid)
+        return changed
+
+    def resolve(self, vid: int) -> list[int]:
+        changed = []
+        for other in [self.head_vid, *self.alternative_vids]:
+            if other is not None and other != vid:
+                self.versions[other].status = CONTRADICTED
+                changed.append(other)
+        self.versions[vid].status = ACTIVE
+        self.head_vid = vid
+        self.alternative_vids = []
+        changed.append(vid)
+        return changed
