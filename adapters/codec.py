@@ -10,6 +10,7 @@ the cost of writing (see NOTES.md).
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -23,12 +24,18 @@ _DT = "datetime_iso"
 class OrjsonMapper(Mapper[UUID]):
     """Encode and decode P-Mem events with orjson (no compression, no cipher)."""
 
+    _last_ts: tuple[datetime | None, dict[str, str]] = (None, {})
+
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
         state = dict(vars(domain_event))
         originator_id = state.pop("originator_id")
         originator_version = state.pop("originator_version")
         ts: datetime = state["timestamp"]
-        state["timestamp"] = {"_type_": _DT, "_data_": ts.isoformat()}
+        last, envelope = self._last_ts
+        if ts is not last:  # a batch shares one timestamp object: format it once
+            envelope = {"_type_": _DT, "_data_": ts.isoformat()}
+            self._last_ts = (ts, envelope)
+        state["timestamp"] = envelope
         class_version = getattr(type(domain_event), "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
@@ -38,6 +45,12 @@ class OrjsonMapper(Mapper[UUID]):
             topic=get_topic(type(domain_event)),
             state=orjson.dumps(state),
         )
+
+    def encode_rows(self, events: Iterable[Any]) -> Iterator[tuple[str, int, str, bytes]]:
+        """Lazily encode events as recorder rows ``(originator_id_hex, version, topic, state)``."""
+        for e in events:
+            s = self.to_stored_event(e)
+            yield s.originator_id.hex, s.originator_version, s.topic, s.state
 
     def to_domain_event(self, stored_event: StoredEvent) -> Any:
         return decode_event(

@@ -8,6 +8,7 @@ the cells and decides again, so no operation is ever lost; a resent ``op_id`` ap
 
 from __future__ import annotations
 
+import gc
 import random
 import sqlite3
 import time
@@ -61,6 +62,7 @@ class EventLog(Application[UUID]):
             raise StoreUnavailable(f"cannot open store {path}: {e}") from e
 
     recorder: PmemRecorder
+    mapper: OrjsonMapper
 
     def construct_mapper(self) -> OrjsonMapper:
         return OrjsonMapper(transcoder=self.construct_transcoder())
@@ -70,6 +72,18 @@ class EventLog(Application[UUID]):
         """Record every operation (as one atomic batch) and return one receipt each, in order."""
         if not ops:
             return []
+        # A big batch allocates many long-lived objects; the cyclic GC would rescan them again and
+        # again (measured: 3-4x slower at 200k operations). Nothing here makes reference cycles.
+        paused = gc.isenabled() and len(ops) > 1000
+        if paused:
+            gc.disable()
+        try:
+            return self._execute_with_retries(ops)
+        finally:
+            if paused:
+                gc.enable()
+
+    def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
             try:
                 return self._execute_once(ops)
@@ -87,7 +101,11 @@ class EventLog(Application[UUID]):
 
     def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
         known = self._known_op_ids(ops)
-        cells = self._load_cells({cell_id(op.namespace, op.key) for op in ops})
+        ids: dict[tuple[str, str], UUID] = {}
+        for op in ops:
+            if (op.namespace, op.key) not in ids:
+                ids[op.namespace, op.key] = cell_id(op.namespace, op.key)
+        cells = self._load_cells(set(ids.values()))
         now = datetime.now(timezone.utc)
         events: list[CellEvent] = []
         heads: list[Head | None] = []
@@ -106,7 +124,7 @@ class EventLog(Application[UUID]):
                     continue
                 first_seen[k] = i
                 op_id_rows.append((op.namespace, oid, len(events)))
-            cid = cell_id(op.namespace, op.key)
+            cid = ids[op.namespace, op.key]
             cell = cells.get(cid)
             if cell is None:
                 cell = cells[cid] = MemoryCell.shell(cid, op.namespace, op.key, now)
@@ -117,16 +135,16 @@ class EventLog(Application[UUID]):
             plan.append(("new", len(events) - 1))
         for cell in cells.values():
             cell.pending_events.clear()
-        ids: Sequence[int] = []
+        indices: Sequence[int] = []
         if events:
-            stored = [self.mapper.to_stored_event(e) for e in events]
-            ids = self.recorder.insert_events(stored, op_ids=op_id_rows) or []
+            rows = self.mapper.encode_rows(events)
+            indices = self.recorder.insert_rows(rows, len(events), op_id_rows)
         self._cells.update(cells)
         receipts: list[Receipt] = []
         for kind, n in plan:
             if kind == "new":
                 e = events[n]
-                receipts.append(Receipt(ids[n], e.namespace, e.key, e.OP, e.requested, e.applied, e.reason,
+                receipts.append(Receipt(indices[n], e.namespace, e.key, e.OP, e.requested, e.applied, e.reason,
                                         heads[n], e.op_id))
             elif kind == "dup":
                 receipts.append(_as_duplicate(receipts[n]))

@@ -28,6 +28,7 @@ from eventsourcing.sqlite import (
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHUNK = 500
+Row = tuple[str, int, str, bytes]
 
 
 class TunedConnectionPool(SQLiteConnectionPool):
@@ -64,21 +65,32 @@ class PmemRecorder(SQLiteApplicationRecorder):
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        if not stored_events:
+        rows = ((s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
+                 s.originator_version, s.topic, s.state) for s in stored_events)
+        return self._insert_rows(c, rows, len(stored_events), kwargs.get("op_ids", ()))
+
+    def insert_rows(self, rows: Iterable[Row], count: int, op_ids: Iterable[tuple[str, str, int]] = ()) -> list[int]:
+        """Insert ``count`` rows ``(originator_id_hex, version, topic, state)`` in one transaction.
+
+        ``rows`` may be a generator that encodes each event as it is bound: then each encoded body is
+        freed before the next is made, which is several times faster than building them all first.
+        ``op_ids`` are ``(namespace, op_id, position in rows)``. Returns the event indices.
+        """
+        with self.datastore.transaction(commit=True) as c:
+            return self._insert_rows(c, rows, count, op_ids)
+
+    def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: int,
+                     op_ids: Iterable[tuple[str, str, int]]) -> list[int]:
+        if not count:
             return []
-        c.executemany(
-            self.insert_events_statement,
-            [(s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-              s.originator_version, s.topic, s.state) for s in stored_events],
-        )
+        c.executemany(self.insert_events_statement, rows)
         # We hold the write lock, so the rows took consecutive rowids ending at the maximum.
         c.execute(self.select_max_notification_id_statement)
         last = c.fetchone()[0]
-        ids = list(range(last - len(stored_events) + 1, last + 1))
-        op_ids: Iterable[tuple[str, str, int]] = kwargs.get("op_ids", ())
-        rows = [(ns, op_id, ids[pos]) for ns, op_id, pos in op_ids]
-        if rows:
-            c.executemany("INSERT INTO pmem_op_ids VALUES (?,?,?)", rows)
+        ids = list(range(last - count + 1, last + 1))
+        id_rows = [(ns, op_id, ids[pos]) for ns, op_id, pos in op_ids]
+        if id_rows:
+            c.executemany("INSERT INTO pmem_op_ids VALUES (?,?,?)", id_rows)
         return ids
 
     # -- reads ---------------------------------------------------------------

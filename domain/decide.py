@@ -15,6 +15,11 @@ from domain.state import CONTESTED, CellState
 Decision = tuple[type[CellEvent], dict[str, Any]]
 
 
+def with_(fields: dict[str, Any], **more: Any) -> dict[str, Any]:
+    fields.update(more)
+    return fields
+
+
 def decide(state: CellState, op: Operation) -> Decision:
     """Return the event class and fields that ``op`` becomes on a cell in ``state``."""
     ev = op.evidence
@@ -26,7 +31,8 @@ def decide(state: CellState, op: Operation) -> Decision:
 
     def noop(reason: str) -> Decision:
         common["reason"] = reason
-        return NotApplied, {**common, "value": op.value}
+        common["value"] = op.value
+        return NotApplied, common
 
     head = state.head
     kind, value = op.op, op.value
@@ -51,10 +57,10 @@ def decide(state: CellState, op: Operation) -> Decision:
     if kind == "accept":
         assert value is not None
         if head is None:
-            return Accepted, {**common, "value": value, "vid": len(state.versions), "supersedes": None}
+            return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=None)
         if value == head.value:
-            return Supported, {**common, "target": head.vid}
-        return Accepted, {**common, "value": value, "vid": len(state.versions), "supersedes": head.vid}
+            return Supported, with_(common, target=head.vid)
+        return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=head.vid)
 
     if kind == "contest":
         assert value is not None
@@ -62,8 +68,8 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("contest needs an incumbent")
         same = state.find_open(value)
         if same is not None:
-            return Supported, {**common, "target": same.vid}
-        return Contested, {**common, "value": value, "vid": len(state.versions), "alternative_of": head.vid}
+            return Supported, with_(common, target=same.vid)
+        return Contested, with_(common, value=value, vid=len(state.versions), alternative_of=head.vid)
 
     if kind == "reject":
         if head is None:
@@ -71,10 +77,10 @@ def decide(state: CellState, op: Operation) -> Decision:
         if value is None:
             if low:
                 return noop("insufficient trust")
-            return Rejected, {**common, "value": None, "vid": None, "target": head.vid}
+            return Rejected, with_(common, value=None, vid=None, target=head.vid)
         if value == head.value:
             return noop("reject value equals head")
-        return Rejected, {**common, "value": value, "vid": len(state.versions), "target": head.vid}
+        return Rejected, with_(common, value=value, vid=len(state.versions), target=head.vid)
 
     if kind == "revoke":
         if head is None:
@@ -84,7 +90,7 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("revoke target not open")
         if target is head and low:
             return noop("insufficient trust")
-        return Revoked, {**common, "target": target.vid, "of_head": target is head}
+        return Revoked, with_(common, target=target.vid, of_head=target is head)
 
     if kind == "resolve":
         if head is None or head.status != CONTESTED:
@@ -95,12 +101,12 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("resolve value is not a candidate")
         if winner is not head and low:
             return noop("insufficient trust")
-        return Resolved, {**common, "target": winner.vid}
+        return Resolved, with_(common, target=winner.vid)
 
     if kind == "support":
         target = head if value is None else state.find_open(value)
         if target is None:
             return noop("support target not open")
-        return Supported, {**common, "target": target.vid}
+        return Supported, with_(common, target=target.vid)
 
     raise AssertionError(f"unhandled op {kind!r}")  # parse_operation admits only the ops above

@@ -6,11 +6,10 @@ Each has ``to_dict()`` giving exactly the JSON the ``pmem`` CLI prints.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
+class Head(NamedTuple):
     value: str
     status: str
 
@@ -18,9 +17,11 @@ class Head:
         return {"value": self.value, "status": self.status}
 
 
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """What one operation did: the event it became, whether it changed the cell, and the head after it."""
+class Receipt(NamedTuple):
+    """What one operation did: the event it became, whether it changed the cell, and the head after it.
+
+    (A named tuple: a batch returns one per operation.)
+    """
 
     event_index: int
     namespace: str
