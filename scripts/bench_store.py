@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Benchmark P-Mem's write path against a raw SQLite baseline, in one run on one machine.
+
+Three paths store the same N ``accept`` operations over K keys (JSON lines from a seeded RNG):
+
+* ``cli``: ``pmem apply FILE --db NEW.db`` as a subprocess of the installed entry point (the
+  ``pmem`` script next to ``sys.executable``), process start-up included; the exit code must be 0
+  and there must be one receipt line per operation.
+* ``api``: ``pmem.open(path)``, ``store.apply(dicts)``, ``store.close()``, where the dicts are
+  parsed from the lines with ``orjson.loads`` inside the timing.
+* ``raw``: Python's ``sqlite3``, WAL mode, ``synchronous=FULL``, ``CREATE TABLE ops (key, body)``
+  and one transaction with ``executemany`` of ``(key, line_bytes)``; connect + insert + commit
+  are timed (the final ``close``, and its WAL checkpoint, is not).
+
+Each measurement uses a fresh database in a fresh temporary directory (``$TMPDIR`` chooses where).
+The paths run interleaved (cli, api, raw, cli, ...) ``--repeat`` times and the best time of each
+is reported, with events/s and the throughput ratio to ``raw``. ``PMEM_SYNCHRONOUS`` is removed
+from the environment so P-Mem runs with its default (FULL), like the baseline. Finally the store
+the CLI wrote is reopened and checked: ``last_index() == N`` and one frontier cell per distinct key.
+
+Run it with the project's virtualenv (it imports ``pmem``):
+
+    .venv/bin/python scripts/bench_store.py [--ops 200000] [--keys 40000] [--seed 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+import pmem
+
+PATHS = ("cli", "api", "raw")
+
+
+def make_lines(n_ops: int, n_keys: int, seed: int) -> tuple[list[bytes], list[str]]:
+    """N accept operations as JSON lines (no newline), and the key of each."""
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    keys: list[str] = []
+    for _ in range(n_ops):
+        key, j = f"key{rng.randrange(n_keys)}", rng.randrange(n_ops)
+        lines.append(orjson.dumps({"op": "accept", "key": key, "value": f"value-{j}", "source": "bench"}))
+        keys.append(key)
+    return lines, keys
+
+
+def run_cli(ops_file: Path, db: Path, n_ops: int) -> float:
+    exe = Path(sys.executable).parent / "pmem"
+    t0 = time.perf_counter()
+    proc = subprocess.run([str(exe), "apply", str(ops_file), "--db", str(db)], capture_output=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"pmem apply exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+    receipts = sum(1 for line in proc.stdout.split(b"\n") if line.strip())
+    if receipts != n_ops:
+        raise SystemExit(f"pmem apply printed {receipts} receipts, expected {n_ops}")
+    return elapsed
+
+
+def run_api(lines: list[bytes], db: Path) -> float:
+    t0 = time.perf_counter()
+    ops = [orjson.loads(line) for line in lines]
+    store = pmem.open(db)
+    store.apply(ops)
+    store.close()
+    return time.perf_counter() - t0
+
+
+def run_raw(lines: list[bytes], keys: list[str], db: Path) -> float:
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", zip(keys, lines))
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
+def verify(db: Path, n_ops: int, n_distinct: int) -> None:
+    with pmem.open(db) as store:
+        last, cells = store.last_index(), len(store.frontier())
+    if last != n_ops or cells != n_distinct:
+        raise SystemExit(f"verify failed: last_index={last} (want {n_ops}), frontier={cells} (want {n_distinct})")
+    print(f"verified CLI store: last_index={last}, frontier cells={cells}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", type=int, default=200_000, help="operations per run (default 200000)")
+    ap.add_argument("--keys", type=int, default=40_000, help="key space to draw from (default 40000)")
+    ap.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions, best kept (default 3)")
+    ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON here")
+    args = ap.parse_args()
+    os.environ.pop("PMEM_SYNCHRONOUS", None)  # the CLI and the API both default to FULL, like raw
+
+    lines, keys = make_lines(args.ops, args.keys, args.seed)
+    n_distinct = len(set(keys))
+    times: dict[str, list[float]] = {p: [] for p in PATHS}
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-ops-") as ops_dir:
+        ops_file = Path(ops_dir) / "ops.jsonl"
+        ops_file.write_bytes(b"".join(line + b"\n" for line in lines))
+        runners: dict[str, Callable[[Path], float]] = {
+            "cli": lambda db: run_cli(ops_file, db, args.ops),
+            "api": lambda db: run_api(lines, db),
+            "raw": lambda db: run_raw(lines, keys, db),
+        }
+        for rep in range(args.repeat):
+            for path in PATHS:
+                with tempfile.TemporaryDirectory(prefix=f"pmem-bench-{path}-") as d:
+                    db = Path(d) / "bench.db"
+                    times[path].append(runners[path](db))
+                    print(f"  run {rep + 1}/{args.repeat} {path}: {times[path][-1]:.3f} s", file=sys.stderr)
+                    if path == "cli" and rep == args.repeat - 1:
+                        verify(db, args.ops, n_distinct)
+
+    best = {p: min(ts) for p, ts in times.items()}
+    print(f"\n{args.ops} accept ops over {n_distinct} distinct keys (K={args.keys}, seed={args.seed}), "
+          f"best of {args.repeat}")
+    print(f"{'path':<5} {'seconds':>9} {'events/s':>11} {'ratio':>7}")
+    for p in PATHS:
+        print(f"{p:<5} {best[p]:>9.3f} {args.ops / best[p]:>11,.0f} {best['raw'] / best[p]:>7.3f}")
+    ratio = best["raw"] / best["cli"]
+    print(f"CLI/raw ratio: {ratio:.2f} (goal >= 0.15)")
+
+    if args.json:
+        figures = {
+            "ops": args.ops, "keys": args.keys, "distinct_keys": n_distinct, "seed": args.seed,
+            "repeat": args.repeat, "cli_raw_ratio": ratio,
+            "paths": {p: {"seconds": best[p], "events_per_s": args.ops / best[p],
+                          "ratio_to_raw": best["raw"] / best[p], "all_seconds": times[p]} for p in PATHS},
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

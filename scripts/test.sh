@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run every test: unit, integration (real SQLite files), e2e (the pmem CLI),
+# the slow crash and concurrency suites, and the shared conformance check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+exec .venv/bin/python -m pytest -q "$@"

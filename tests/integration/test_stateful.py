@@ -1,0 +1,104 @@
+"""Hypothesis drives random operations of every kind against a real SQLite store and the
+independent reference model; after every step they must agree (SPEC §3)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import pmem
+from tests.reference_model import RefStore
+
+KEYS = {"5K PB": "5k_pb", "5k pb": "5k_pb", "budget": "budget", "Meeting Room": "meeting_room"}
+VALUES = st.sampled_from(["a", "b", "c"])
+MAYBE_VALUE = st.one_of(st.none(), VALUES)
+TRUST = st.sampled_from([30, 50, 50, 80])
+OPS = st.sampled_from(["accept", "contest", "reject", "revoke", "resolve", "support"])
+
+
+def operation(op: str, key: str, value: str | None, trust: int) -> dict[str, Any]:
+    d: dict[str, Any] = {"op": op, "key": key, "trust": trust, "source": f"s{trust}"}
+    if value is not None:
+        d["value"] = value
+    return d
+
+
+class StoreAgreesWithModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="pmem-stateful-"))
+        self.store = pmem.open(self.dir / "mem.db")
+        self.model = RefStore()
+        self.events = 0
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _check_receipt(self, r: pmem.Receipt, key: str, expected: tuple[bool, str]) -> None:
+        self.events += 1
+        assert r.event_index == self.events  # one event per operation, indices dense from 1
+        assert r.key == KEYS[key]
+        assert (r.applied, r.op) == expected, r
+        value, status, _ = self.model.cells[KEYS[key]].view()
+        assert (None if r.head is None else (r.head.value, r.head.status)) == (
+            None if value is None else (value, status))
+
+    @rule(key=st.sampled_from(sorted(KEYS)), op=OPS, value=VALUES, trust=TRUST)
+    def operation_with_value(self, key: str, op: str, value: str, trust: int) -> None:
+        r = getattr(self.store, op)(key, value, trust=trust, source=f"s{trust}")
+        self._check_receipt(r, key, self.model.apply(KEYS[key], op, value, trust))
+
+    @rule(key=st.sampled_from(sorted(KEYS)), op=st.sampled_from(["reject", "revoke", "support"]), trust=TRUST)
+    def operation_without_value(self, key: str, op: str, trust: int) -> None:
+        r = getattr(self.store, op)(key, trust=trust)
+        self._check_receipt(r, key, self.model.apply(KEYS[key], op, None, trust))
+
+    @rule(key=st.sampled_from(sorted(KEYS)), new=VALUES, old=MAYBE_VALUE, correction=st.booleans(),
+          hard=st.booleans(), trust=TRUST)
+    def revise(self, key: str, new: str, old: str | None, correction: bool, hard: bool, trust: int) -> None:
+        r = self.store.revise(key, new, old_value=old, status="correction" if correction else "update",
+                              hard_commit=hard, trust=trust)
+        expected = self.model.apply(KEYS[key], "revise", new, trust, old_value=old, correction=correction,
+                                    hard_commit=hard)
+        self._check_receipt(r, key, expected)
+
+    @rule(batch=st.lists(st.tuples(st.sampled_from(sorted(KEYS)), OPS, MAYBE_VALUE, TRUST), min_size=1, max_size=6))
+    def atomic_batch(self, batch: list[tuple[str, str, str | None, int]]) -> None:
+        ops = [operation(op, key, value, trust) for key, op, value, trust in batch
+               if value is not None or op in ("reject", "revoke", "support")]
+        if not ops:
+            return
+        receipts = self.store.apply(ops)
+        assert len(receipts) == len(ops)
+        for d, r in zip(ops, receipts):
+            expected = self.model.apply(KEYS[d["key"]], d["op"], d.get("value"), d["trust"])
+            self.events += 1
+            assert r.event_index == self.events and (r.applied, r.op) == expected, (d, r)
+
+    @precondition(lambda self: self.events > 0)
+    @rule()
+    def close_and_reopen(self) -> None:
+        self.store.close()
+        self.store = pmem.open(self.dir / "mem.db")
+
+    @invariant()
+    def head_status_and_alternatives_agree(self) -> None:
+        got = {c.key: (c.value, c.status, list(c.alternatives)) for c in self.store.frontier()}
+        assert got == self.model.frontier()
+
+    @invariant()
+    def every_cell_has_at_most_one_head(self) -> None:
+        for key in self.model.cells:
+            heads = [v for v in self.store.history(key).versions if v.status in ("active", "contested")]
+            assert len(heads) <= 1
+
+
+StoreAgreesWithModel.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestStoreAgreesWithModel = StoreAgreesWithModel.TestCase
