@@ -1,0 +1,54 @@
+"""The lock pins safe releases by hash, and the environment holds no unexpected ``.pth`` files.
+
+litellm 1.82.7 and 1.82.8 were malicious uploads (they dropped a ``.pth`` file that runs at every
+interpreter start); releases below 1.83.7 carry a proxy SQL injection; the ``proxy`` extra is never
+installed.
+"""
+
+from __future__ import annotations
+
+import re
+import site
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK = ROOT / "requirements.lock"
+EXPECTED_PTH = re.compile(r"^(distutils-precedence|__editable__\.pmem-[\w.]+|_virtualenv)\.pth$")
+
+
+def pins() -> dict[str, str]:
+    return {m.group(1).lower(): m.group(2)
+            for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s\\;]+)", LOCK.read_text(), re.M)}
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def test_every_locked_requirement_is_pinned_with_a_hash() -> None:
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text().split("\n\n", 1)[-1])
+    reqs = [b for b in blocks if re.match(r"^[A-Za-z0-9_.\-]+==", b)]
+    assert len(reqs) > 10
+    assert all("--hash=sha256:" in b for b in reqs), [b.split()[0] for b in reqs if "--hash" not in b]
+
+
+def test_the_lock_admits_no_known_bad_litellm() -> None:
+    v = pins()["litellm"]
+    assert v not in ("1.82.7", "1.82.8"), "malicious litellm release"
+    assert version_tuple(v) >= (1, 83, 7), "litellm below 1.83.7 has a proxy SQL injection"
+    text = LOCK.read_text()
+    assert "litellm[proxy" not in text and "via litellm[proxy]" not in text
+
+
+def test_pyproject_pins_litellm_exactly_without_the_proxy_extra() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    (spec,) = re.findall(r'"litellm[^"]*"', text)
+    assert re.fullmatch(r'"litellm==\d+\.\d+\.\d+"', spec), spec
+
+
+def test_no_unexpected_pth_files_in_the_environment() -> None:
+    dirs = {Path(p) for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"]] if Path(p).is_dir()}
+    found = sorted(p.name for d in dirs for p in d.glob("*.pth"))
+    unexpected = [n for n in found if not EXPECTED_PTH.match(n)]
+    assert not unexpected, f"unexpected .pth files (code that runs at interpreter start): {unexpected}"
