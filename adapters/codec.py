@@ -10,7 +10,6 @@ the cost of writing (see NOTES.md).
 from __future__ import annotations
 
 from datetime import datetime
-from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -44,18 +43,6 @@ class OrjsonMapper(Mapper[UUID]):
             originator_version=originator_version,
             topic=get_topic(type(domain_event)),
             state=orjson.dumps(state),
-        )
-
-    def encode_rows(self, events: Iterable[Any]) -> Iterator[tuple[str, int, str, bytes]]:
-        """Lazily encode events as recorder rows ``(originator_id_hex, version, topic, state)``."""
-        for e in events:
-            s = self.to_stored_event(e)
-            yield s.originator_id.hex, s.originator_version, s.topic, s.state
-
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
-        return decode_event(
-            stored_event.topic, stored_event.state, stored_event.originator_id,
-            stored_event.originator_version,
         )
 
 

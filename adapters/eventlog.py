@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from adapters.codec import OrjsonMapper, decode_event
 from adapters.sqlite_log import PmemRecorder
-from domain.cell import CellEvent, MemoryCell
-from domain.decide import decide
+from domain.cell import CellEvent, MemoryCell, NotApplied
+from domain.decide import execute
 from domain.errors import ConflictRetriesExhausted, StoreUnavailable
 from domain.keys import cell_id
 from domain.operations import Operation
@@ -107,49 +108,57 @@ class EventLog(Application[UUID]):
                 ids[op.namespace, op.key] = cell_id(op.namespace, op.key)
         cells = self._load_cells(set(ids.values()))
         now = datetime.now(timezone.utc)
-        events: list[CellEvent] = []
-        heads: list[Head | None] = []
-        plan: list[tuple[str, int]] = []  # ("new", event position) | ("old", event index) | ("dup", op position)
-        first_seen: dict[tuple[str, str], int] = {}
+        stamp = {"_type_": "datetime_iso", "_data_": now.isoformat()}  # the library's datetime encoding
+        # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
+        outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
-        for i, op in enumerate(ops):
-            oid = op.evidence.op_id
-            if oid is not None:
-                k = (op.namespace, oid)
-                if k in known:
-                    plan.append(("old", known[k]))
-                    continue
-                if k in first_seen:
-                    plan.append(("dup", first_seen[k]))
-                    continue
-                first_seen[k] = i
-                op_id_rows.append((op.namespace, oid, len(events)))
-            cid = ids[op.namespace, op.key]
-            cell = cells.get(cid)
-            if cell is None:
-                cell = cells[cid] = MemoryCell.shell(cid, op.namespace, op.key, now)
-            event_class, fields = decide(cell.state, op)
-            events.append(cell.record(event_class, now, fields))
-            h = cell.state.head
-            heads.append(None if h is None else Head(h.value, h.status))
-            plan.append(("new", len(events) - 1))
-        for cell in cells.values():
-            cell.pending_events.clear()
-        indices: Sequence[int] = []
-        if events:
-            rows = self.mapper.encode_rows(events)
-            indices = self.recorder.insert_rows(rows, len(events), op_id_rows)
+        count = [0]
+
+        def rows() -> Iterator[tuple[str, int, str, bytes]]:
+            """Decide, apply and encode each operation as the recorder binds it (nothing is kept but
+            the receipt parts: building every encoded event first is several times slower)."""
+            first_seen: dict[tuple[str, str], int] = {}
+            hexes: dict[UUID, str] = {}
+            for i, op in enumerate(ops):
+                oid = op.evidence.op_id
+                if oid is not None:
+                    k = (op.namespace, oid)
+                    if k in known:
+                        outcomes.append(("old", known[k]))
+                        continue
+                    if k in first_seen:
+                        outcomes.append(("dup", first_seen[k]))
+                        continue
+                    first_seen[k] = i
+                    op_id_rows.append((op.namespace, oid, count[0]))
+                cid = ids[op.namespace, op.key]
+                cell = cells.get(cid)
+                if cell is None:
+                    cell = cells[cid] = MemoryCell.shell(cid, op.namespace, op.key, now)
+                event_class, fields = execute(cell, op)
+                h = cell.state.head
+                outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
+                fields["timestamp"] = stamp
+                hexid = hexes.get(cid)
+                if hexid is None:
+                    hexid = hexes[cid] = cid.hex
+                count[0] += 1
+                yield hexid, cell.version, event_class.TOPIC, orjson.dumps(fields)
+
+        first = self.recorder.insert_rows(rows(), count, op_id_rows)
         self._cells.update(cells)
         receipts: list[Receipt] = []
-        for kind, n in plan:
-            if kind == "new":
-                e = events[n]
-                receipts.append(Receipt(indices[n], e.namespace, e.key, e.OP, e.requested, e.applied, e.reason,
-                                        heads[n], e.op_id))
-            elif kind == "dup":
-                receipts.append(_as_duplicate(receipts[n]))
+        position = 0
+        for outcome in outcomes:
+            if len(outcome) == 3:
+                cls, f, head = outcome  # type: ignore[misc]
+                receipts.append(Receipt(first + position, f["namespace"], f["key"], cls.OP, f["requested"],
+                                        cls is not NotApplied, f["reason"], head, f["op_id"]))
+                position += 1
+            elif outcome[0] == "dup":
+                receipts.append(_as_duplicate(receipts[outcome[1]]))  # type: ignore[arg-type]
             else:
-                receipts.append(_as_duplicate(self.receipt_at(n)))
+                receipts.append(_as_duplicate(self.receipt_at(outcome[1])))  # type: ignore[arg-type]
         return receipts
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:

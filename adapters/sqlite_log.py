@@ -38,6 +38,7 @@ class TunedConnectionPool(SQLiteConnectionPool):
         conn = super()._create_connection()
         raw = conn._sqlite_conn
         raw.execute(f"PRAGMA synchronous={self.synchronous}")
+        raw.execute("PRAGMA cache_size=-65536")  # 64 MiB: the (cell id, version) index stays in memory
         raw.row_factory = None  # plain tuples: faster than sqlite3.Row
         return conn
 
@@ -65,33 +66,34 @@ class PmemRecorder(SQLiteApplicationRecorder):
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        rows = ((s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
-                 s.originator_version, s.topic, s.state) for s in stored_events)
-        return self._insert_rows(c, rows, len(stored_events), kwargs.get("op_ids", ()))
+        rows = [(s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
+                 s.originator_version, s.topic, s.state) for s in stored_events]
+        first = self._insert_rows(c, rows, [len(rows)], kwargs.get("op_ids", ()))
+        return list(range(first, first + len(rows)))
 
-    def insert_rows(self, rows: Iterable[Row], count: int, op_ids: Iterable[tuple[str, str, int]] = ()) -> list[int]:
-        """Insert ``count`` rows ``(originator_id_hex, version, topic, state)`` in one transaction.
+    def insert_rows(self, rows: Iterable[Row], count: list[int],
+                    op_ids: Iterable[tuple[str, str, int]] = ()) -> int:
+        """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
+        event index of the first (the rest follow consecutively).
 
-        ``rows`` may be a generator that encodes each event as it is bound: then each encoded body is
-        freed before the next is made, which is several times faster than building them all first.
-        ``op_ids`` are ``(namespace, op_id, position in rows)``. Returns the event indices.
+        ``rows`` may be a generator that encodes each event as it is bound: each encoded body is then
+        freed before the next is made, several times faster than building them all first. It must
+        keep ``count[0]`` equal to the rows it has produced. ``op_ids`` are ``(namespace, op_id,
+        position in rows)``, read after the rows are consumed and written in the same transaction.
         """
         with self.datastore.transaction(commit=True) as c:
             return self._insert_rows(c, rows, count, op_ids)
 
-    def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: int,
-                     op_ids: Iterable[tuple[str, str, int]]) -> list[int]:
-        if not count:
-            return []
+    def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: list[int],
+                     op_ids: Iterable[tuple[str, str, int]]) -> int:
         c.executemany(self.insert_events_statement, rows)
         # We hold the write lock, so the rows took consecutive rowids ending at the maximum.
         c.execute(self.select_max_notification_id_statement)
-        last = c.fetchone()[0]
-        ids = list(range(last - count + 1, last + 1))
-        id_rows = [(ns, op_id, ids[pos]) for ns, op_id, pos in op_ids]
+        first = int(c.fetchone()[0] or 0) - count[0] + 1
+        id_rows = [(ns, op_id, first + pos) for ns, op_id, pos in op_ids]
         if id_rows:
             c.executemany("INSERT INTO pmem_op_ids VALUES (?,?,?)", id_rows)
-        return ids
+        return first
 
     # -- reads ---------------------------------------------------------------
     def select_cells(self, ids: Sequence[UUID], upto: int | None = None) -> dict[str, list[tuple[Any, ...]]]:

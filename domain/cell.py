@@ -9,6 +9,7 @@ so every recorded operation is exactly one event and one event index.
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -49,13 +50,21 @@ class CellEvent(DomainEvent):
             aggregate = MemoryCell.shell(self.originator_id, self.namespace, self.key, self.timestamp)
         elif self.originator_version != aggregate.version + 1:
             raise OriginatorVersionError(self.originator_version, aggregate.version + 1)
-        self.apply_to(aggregate.state)
+        type(self).transition(aggregate.state, self.__dict__, self.originator_version)
         aggregate.version = self.originator_version
         aggregate.modified_on = self.timestamp
         return aggregate
 
     def apply_to(self, state: CellState) -> list[int]:
         """Apply to the pure state; return the ids of versions whose status changed."""
+        return type(self).transition(state, self.__dict__, self.originator_version)
+
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        """Apply an event given as its field mapping (the stored form) at cell revision ``revision``.
+
+        The write path applies decisions in this form, before (or without) building event objects.
+        """
         raise NotImplementedError
 
 
@@ -66,8 +75,9 @@ class Accepted(CellEvent):
     vid: int
     supersedes: int | None
 
-    def apply_to(self, state: CellState) -> list[int]:
-        return state.commit_head(self.value, self.originator_version, self.trust, self.source, SUPERSEDED)
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        return state.commit_head(f["value"], revision, f["trust"], f["source"], SUPERSEDED)
 
 
 class Contested(CellEvent):
@@ -77,8 +87,9 @@ class Contested(CellEvent):
     vid: int
     alternative_of: int
 
-    def apply_to(self, state: CellState) -> list[int]:
-        return state.add_alternative(self.value, self.originator_version, self.trust, self.source)
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        return state.add_alternative(f["value"], revision, f["trust"], f["source"])
 
 
 class Rejected(CellEvent):
@@ -89,11 +100,13 @@ class Rejected(CellEvent):
     value: str | None
     vid: int | None
     target: int  # the head that is recorded as wrong
+    rejected: str  # its value
 
-    def apply_to(self, state: CellState) -> list[int]:
-        if self.value is None:
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        if f["value"] is None:
             return state.rollback(CONTRADICTED)
-        return state.commit_head(self.value, self.originator_version, self.trust, self.source, CONTRADICTED)
+        return state.commit_head(f["value"], revision, f["trust"], f["source"], CONTRADICTED)
 
 
 class Revoked(CellEvent):
@@ -101,31 +114,37 @@ class Revoked(CellEvent):
 
     OP = "revoke"
     TOPIC = "pmem.cell/Revoked"
+    value: str  # the retracted value
     target: int
     of_head: bool
 
-    def apply_to(self, state: CellState) -> list[int]:
-        if self.of_head:
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        if f["of_head"]:
             return state.rollback(REVOKED)
-        return state.revoke_alternative(self.target)
+        return state.revoke_alternative(f["target"])
 
 
 class Resolved(CellEvent):
     OP = "resolve"
     TOPIC = "pmem.cell/Resolved"
+    value: str  # the winning value
     target: int
 
-    def apply_to(self, state: CellState) -> list[int]:
-        return state.resolve(self.target)
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        return state.resolve(f["target"])
 
 
 class Supported(CellEvent):
     OP = "support"
     TOPIC = "pmem.cell/Supported"
+    value: str  # the supported value
     target: int
 
-    def apply_to(self, state: CellState) -> list[int]:
-        return state.add_support(self.target, self.originator_version, self.trust, self.source)
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        return state.add_support(f["target"], revision, f["trust"], f["source"])
 
 
 class NotApplied(CellEvent):
@@ -139,7 +158,8 @@ class NotApplied(CellEvent):
     def applied(self) -> bool:
         return False
 
-    def apply_to(self, state: CellState) -> list[int]:
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
         return []
 
 

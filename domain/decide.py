@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.cell import Accepted, CellEvent, Contested, NotApplied, Rejected, Resolved, Revoked, Supported
+from domain.cell import Accepted, CellEvent, MemoryCell, Contested, NotApplied, Rejected, Resolved, Revoked, Supported
 from domain.operations import Operation
 from domain.state import CONTESTED, CellState
 
@@ -59,7 +59,7 @@ def decide(state: CellState, op: Operation) -> Decision:
         if head is None:
             return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=None)
         if value == head.value:
-            return Supported, with_(common, target=head.vid)
+            return Supported, with_(common, value=head.value, target=head.vid)
         return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=head.vid)
 
     if kind == "contest":
@@ -68,7 +68,7 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("contest needs an incumbent")
         same = state.find_open(value)
         if same is not None:
-            return Supported, with_(common, target=same.vid)
+            return Supported, with_(common, value=same.value, target=same.vid)
         return Contested, with_(common, value=value, vid=len(state.versions), alternative_of=head.vid)
 
     if kind == "reject":
@@ -77,10 +77,11 @@ def decide(state: CellState, op: Operation) -> Decision:
         if value is None:
             if low:
                 return noop("insufficient trust")
-            return Rejected, with_(common, value=None, vid=None, target=head.vid)
+            return Rejected, with_(common, value=None, vid=None, target=head.vid, rejected=head.value)
         if value == head.value:
             return noop("reject value equals head")
-        return Rejected, with_(common, value=value, vid=len(state.versions), target=head.vid)
+        return Rejected, with_(common, value=value, vid=len(state.versions), target=head.vid,
+                               rejected=head.value)
 
     if kind == "revoke":
         if head is None:
@@ -90,7 +91,7 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("revoke target not open")
         if target is head and low:
             return noop("insufficient trust")
-        return Revoked, with_(common, target=target.vid, of_head=target is head)
+        return Revoked, with_(common, value=target.value, target=target.vid, of_head=target is head)
 
     if kind == "resolve":
         if head is None or head.status != CONTESTED:
@@ -101,12 +102,25 @@ def decide(state: CellState, op: Operation) -> Decision:
             return noop("resolve value is not a candidate")
         if winner is not head and low:
             return noop("insufficient trust")
-        return Resolved, with_(common, target=winner.vid)
+        return Resolved, with_(common, value=winner.value, target=winner.vid)
 
     if kind == "support":
         target = head if value is None else state.find_open(value)
         if target is None:
             return noop("support target not open")
-        return Supported, with_(common, target=target.vid)
+        return Supported, with_(common, value=target.value, target=target.vid)
 
     raise AssertionError(f"unhandled op {kind!r}")  # parse_operation admits only the ops above
+
+
+def execute(cell: MemoryCell, op: Operation) -> Decision:
+    """Decide ``op`` on ``cell`` and apply the decision; return the event class and its stored fields.
+
+    The lean form of ``cell.record(*decide(cell.state, op))``: the same event, applied through the
+    same transition, without building the event object (the write path encodes the fields directly).
+    """
+    event_class, fields = decide(cell.state, op)
+    version = cell.version + 1
+    event_class.transition(cell.state, fields, version)
+    cell.version = version
+    return event_class, fields
