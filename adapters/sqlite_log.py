@@ -12,11 +12,12 @@ Selected with ``PERSISTENCE_MODULE=adapters.sqlite_log``. On top of the stock re
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -35,7 +36,20 @@ class TunedConnectionPool(SQLiteConnectionPool):
     synchronous = "FULL"
 
     def _create_connection(self) -> SQLiteConnection:
-        conn = super()._create_connection()
+        # Switching a new file to WAL needs a moment of exclusive access, and SQLite reports "database
+        # is locked" at once instead of waiting: several processes opening a fresh store together
+        # would fail. Retry with backoff, within the same budget as the busy timeout.
+        deadline = time.monotonic() + (self.lock_timeout or 60)
+        delay = 0.005
+        while True:
+            try:
+                conn = super()._create_connection()
+                break
+            except (OperationalError, sqlite3.OperationalError) as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
         raw = conn._sqlite_conn
         raw.execute(f"PRAGMA synchronous={self.synchronous}")
         raw.execute("PRAGMA cache_size=-65536")  # 64 MiB: the (cell id, version) index stays in memory
