@@ -52,7 +52,7 @@ class EventLog(Application[UUID]):
                 raise StoreUnavailable(f"cannot open store {db}: directory {parent} does not exist")
         self.db = db
         self.max_retries = max_retries
-        self._cells: dict[UUID, MemoryCell] = {}
+        self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
         try:
             super().__init__(env={
                 "PERSISTENCE_MODULE": "adapters.sqlite_log:Factory",
@@ -102,11 +102,7 @@ class EventLog(Application[UUID]):
 
     def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
         known = self._known_op_ids(ops)
-        ids: dict[tuple[str, str], UUID] = {}
-        for op in ops:
-            if (op.namespace, op.key) not in ids:
-                ids[op.namespace, op.key] = cell_id(op.namespace, op.key)
-        cells = self._load_cells(set(ids.values()))
+        cells = self._load_cells({(op.namespace, op.key) for op in ops})
         now = datetime.now(timezone.utc)
         stamp = {"_type_": "datetime_iso", "_data_": now.isoformat()}  # the library's datetime encoding
         # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
@@ -118,7 +114,6 @@ class EventLog(Application[UUID]):
             """Decide, apply and encode each operation as the recorder binds it (nothing is kept but
             the receipt parts: building every encoded event first is several times slower)."""
             first_seen: dict[tuple[str, str], int] = {}
-            hexes: dict[UUID, str] = {}
             for i, op in enumerate(ops):
                 oid = op.evidence.op_id
                 if oid is not None:
@@ -131,17 +126,11 @@ class EventLog(Application[UUID]):
                         continue
                     first_seen[k] = i
                     op_id_rows.append((op.namespace, oid, count[0]))
-                cid = ids[op.namespace, op.key]
-                cell = cells.get(cid)
-                if cell is None:
-                    cell = cells[cid] = MemoryCell.shell(cid, op.namespace, op.key, now)
+                cell, hexid = cells[op.namespace, op.key]
                 event_class, fields = execute(cell, op)
                 h = cell.state.head
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
-                hexid = hexes.get(cid)
-                if hexid is None:
-                    hexid = hexes[cid] = cid.hex
                 count[0] += 1
                 yield hexid, cell.version, event_class.TOPIC, orjson.dumps(fields)
 
@@ -172,18 +161,21 @@ class EventLog(Application[UUID]):
                 known[(ns, oid)] = index
         return known
 
-    def _load_cells(self, ids: set[UUID]) -> dict[UUID, MemoryCell]:
+    def _load_cells(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[MemoryCell, str]]:
+        """The cells ``(namespace, key)`` as they are now (each with its id in hex), from the cache
+        or the log; a cell with no events yet is a fresh shell."""
         if len(self._cells) > MAX_CACHED_CELLS:
             self._cells.clear()
-        cells = {i: self._cells[i] for i in ids if i in self._cells}
-        missing = [i for i in ids if i not in cells]
+        cells = {k: self._cells[k] for k in keys if k in self._cells}
+        missing = {cell_id(*k): k for k in keys if k not in cells}
         if missing:
-            for hexid, rows in self.recorder.select_cells(missing).items():
-                cid = UUID(hexid)
-                cell: Any = None
-                for _, _, version, topic, state in rows:
+            now = datetime.now(timezone.utc)
+            stored = self.recorder.select_cells(list(missing))
+            for cid, k in missing.items():
+                cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
+                for _, _, version, topic, state in stored.get(cid.hex, ()):
                     cell = decode_event(topic, state, cid, version).mutate(cell)
-                cells[cid] = cell
+                cells[k] = (cell, cid.hex)
         return cells
 
     # -- reading the log -----------------------------------------------------
