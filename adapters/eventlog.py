@@ -14,7 +14,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -103,7 +103,7 @@ class EventLog(Application[UUID]):
     def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
         known = self._known_op_ids(ops)
         cells = self._load_cells({(op.namespace, op.key) for op in ops})
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         stamp = {"_type_": "datetime_iso", "_data_": now.isoformat()}  # the library's datetime encoding
         # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
         outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
@@ -169,7 +169,7 @@ class EventLog(Application[UUID]):
         cells = {k: self._cells[k] for k in keys if k in self._cells}
         missing = {cell_id(*k): k for k in keys if k not in cells}
         if missing:
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             stored = self.recorder.select_cells(list(missing))
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)

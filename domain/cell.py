@@ -8,19 +8,19 @@ so every recorded operation is exactly one event and one event index.
 
 from __future__ import annotations
 
-from datetime import datetime
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID
 
-from eventsourcing.domain import BaseAggregate, DomainEvent, OriginatorVersionError
+from eventsourcing.domain import AggregateEvent, BaseAggregate, OriginatorVersionError
 from eventsourcing.utils import register_topic
 
 from domain.keys import cell_id
 from domain.state import CONTRADICTED, REVOKED, SUPERSEDED, CellState
 
 
-class CellEvent(DomainEvent):
+class CellEvent(AggregateEvent):
     """Base of every cell event. Fields shared by all: the cell, the evidence and why."""
 
     OP: ClassVar[str] = ""

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.cell import Accepted, CellEvent, MemoryCell, Contested, NotApplied, Rejected, Resolved, Revoked, Supported
+from domain.cell import (
+    Accepted,
+    CellEvent,
+    Contested,
+    MemoryCell,
+    NotApplied,
+    Rejected,
+    Resolved,
+    Revoked,
+    Supported,
+)
 from domain.operations import Operation
 from domain.state import CONTESTED, CellState
 
@@ -49,8 +59,8 @@ def decide(state: CellState, op: Operation) -> Decision:
         common["reason"] = f"revise classified as {kind}"
 
     low = head is not None and ev.trust < head.trust
-    if low and value is not None and (kind == "reject" or (kind == "accept" and value != head.value)):
-        assert head is not None
+    if head is not None and low and value is not None and (
+            kind == "reject" or (kind == "accept" and value != head.value)):
         common["reason"] = f"lowered {kind} to contest: trust {ev.trust} is below the head's {head.trust}"
         kind = "contest"
 

@@ -118,7 +118,7 @@ def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", zip(keys, lines))
+    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", zip(keys, lines, strict=True))
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     conn.close()

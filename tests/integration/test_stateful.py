@@ -77,7 +77,7 @@ class StoreAgreesWithModel(RuleBasedStateMachine):
             return
         receipts = self.store.apply(ops)
         assert len(receipts) == len(ops)
-        for d, r in zip(ops, receipts):
+        for d, r in zip(ops, receipts, strict=True):
             expected = self.model.apply(KEYS[d["key"]], d["op"], d.get("value"), d["trust"])
             self.events += 1
             assert r.event_index == self.events and (r.applied, r.op) == expected, (d, r)

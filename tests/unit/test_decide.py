@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from domain.cell import MemoryCell
 from domain.decide import decide
 from domain.operations import parse_operation
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def run(*ops: tuple[str, str | None, int]) -> tuple[MemoryCell, list[object]]:
@@ -47,8 +47,8 @@ def test_rolling_back_a_contested_head_promotes_the_newest_alternative() -> None
 def test_low_trust_cannot_displace_or_retract_the_head() -> None:
     cell, events = run(("accept", "a", 80), ("accept", "b", 30), ("reject", "c", 30), ("reject", None, 30),
                        ("revoke", None, 30), ("resolve", "b", 30))
-    assert [getattr(e, "OP") for e in events] == ["accept", "contest", "contest", "noop", "noop", "noop"]
-    assert [getattr(e, "reason") for e in events][3:] == ["insufficient trust"] * 3
+    assert [e.OP for e in events] == ["accept", "contest", "contest", "noop", "noop", "noop"]
+    assert [e.reason for e in events][3:] == ["insufficient trust"] * 3
     assert cell.state.head is not None and cell.state.head.value == "a"
 
 
@@ -60,5 +60,5 @@ def test_support_raises_a_versions_trust_to_its_best_evidence() -> None:
 def test_every_event_records_its_evidence_and_the_requested_op() -> None:
     _, events = run(("accept", "a", 50), ("accept", "a", 70))
     e = events[1]
-    assert (getattr(e, "OP"), getattr(e, "requested"), getattr(e, "trust"), getattr(e, "target")) == (
+    assert (e.OP, e.requested, e.trust, e.target) == (
         "support", "accept", 70, 0)
