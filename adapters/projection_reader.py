@@ -26,7 +26,7 @@ class ProjectionReader:
         self.conn = conn
 
     def timeline(self, cid: UUID, as_of: int | None = None) -> ProjectedCell | None:
-        """One cell as of ``as_of`` (None when the projection has never seen it)."""
+        """One cell as of ``as_of`` (None when it had no event by then, as for the fold)."""
         with self._snapshot():
             return self._cell(cid.hex, FOREVER if as_of is None else as_of)
 
@@ -53,7 +53,8 @@ class ProjectionReader:
         return out
 
     def _cell(self, cid: str, n: int) -> ProjectedCell | None:
-        found = self.conn.execute("SELECT namespace, key FROM cells WHERE cell_id = ?", (cid,)).fetchone()
+        found = self.conn.execute("SELECT namespace, key FROM cells WHERE cell_id = ? AND first_index <= ?",
+                                  (cid, n)).fetchone()
         if found is None:
             return None
         args = {"cid": cid, "n": n}

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import sqlite_utils
 
 from domain.errors import StoreUnavailable
-from projections.frontier import NAME, NULLABLE, TABLES, Changes, FrontierProjector, Row
+from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
@@ -55,6 +55,7 @@ class FrontierProjection:
     """Maintains the frontier-and-history tables of :mod:`projections.frontier` from the log."""
 
     name = NAME
+    version = SCHEMA_VERSION
 
     def __init__(self, conn: sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         self.conn = conn
@@ -63,12 +64,15 @@ class FrontierProjection:
         self.projector = FrontierProjector()
         self._cached_at = 0  # the position the projector's cached cells correspond to
         self.create_tables()
+        if self.stored_version() not in (None, self.version):
+            self.drop_tables()  # written by another schema version: replayed on the next catch-up
+            self.create_tables()
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
         db = sqlite_utils.Database(self.conn, execute_plugins=False)
-        db[TRACKING].create({"name": str, "position": int}, pk="name", not_null={"position"},
-                            if_not_exists=True)
+        db[TRACKING].create({"name": str, "position": int, "version": int}, pk="name",
+                            not_null={"position", "version"}, if_not_exists=True)
         for table, (columns, pk) in TABLES.items():
             nullable = NULLABLE.get(table, set())
             db[table].create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
@@ -94,6 +98,11 @@ class FrontierProjection:
         """The index of the last event applied (0 before any)."""
         row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
         return 0 if row is None else int(row[0])
+
+    def stored_version(self) -> int | None:
+        """The schema version the stored rows were written with (None before any)."""
+        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return None if row is None else int(row[0])
 
     def stats(self, last_index: int | None = None) -> dict[str, int]:
         last = self.log.last_index() if last_index is None else last_index
@@ -129,7 +138,8 @@ class FrontierProjection:
                 for index, event in events:
                     self.projector.apply(index, event)
                 self.write(self.projector.flush())
-                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} VALUES (?, ?)", (self.name, stop))
+                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
+                                  (self.name, stop, self.version))
         except BaseException:
             self.projector.forget()
             self._cached_at = -1

@@ -22,11 +22,12 @@ from domain.cell import CellEvent, Revoked, Supported
 from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
 
 NAME = "frontier"
+SCHEMA_VERSION = 1  # bump when the tables or their meaning change: stored projections are then rebuilt
 Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
 TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
-    "cells": ({"cell_id": str, "namespace": str, "key": str, "last_index": int}, ("cell_id",)),
+    "cells": ({"cell_id": str, "namespace": str, "key": str, "first_index": int, "last_index": int}, ("cell_id",)),
     "versions": ({"cell_id": str, "vid": int, "value": str, "status": str, "supersedes": int,
                   "alternative_of": int, "trust": int, "support": int, "sources": str,
                   "created_index": int}, ("cell_id", "vid")),
@@ -63,6 +64,7 @@ class Tracked:
 
     cell_id: str
     state: CellState
+    first_index: int = 0
     last_index: int = 0
     created: dict[int, int] = field(default_factory=dict)  # vid -> event index that created it
     open_since: dict[int, int] = field(default_factory=dict)  # vid -> opened_at of its open interval
@@ -86,9 +88,9 @@ class FrontierProjector:
              open_statuses: Iterable[Row]) -> None:
         """Load a cell from its stored rows: its ``cells`` row, its ``versions`` rows, and the
         ``intervals`` and ``version_status`` rows that are still open."""
-        cid, namespace, key, last_index = cell
+        cid, namespace, key, first_index, last_index = cell
         state = CellState(namespace, key)
-        t = Tracked(cid, state, last_index)
+        t = Tracked(cid, state, first_index, last_index)
         for _, vid, value, status, sup, alt, trust, support, sources, created in sorted(versions, key=_vid):
             state.versions.append(Version(vid, value, status, 0, trust, sup, alt, support, [],
                                           list(json.loads(sources))))
@@ -119,12 +121,12 @@ class FrontierProjector:
         cid = event.originator_id.hex
         t = self.cells.get(cid)
         if t is None:
-            t = self.cells[cid] = Tracked(cid, CellState(event.namespace, event.key))
+            t = self.cells[cid] = Tracked(cid, CellState(event.namespace, event.key), index)
         versions = t.state.versions
         before = len(versions)
         changed = event.apply_to(t.state)
         t.last_index = index
-        self.changes.put("cells", (cid, t.state.namespace, t.state.key, index))
+        self.changes.put("cells", (cid, t.state.namespace, t.state.key, t.first_index, index))
         touched = set(changed)
         for vid in range(before, len(versions)):
             self._created(t, versions[vid], index)
