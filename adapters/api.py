@@ -46,7 +46,7 @@ class Store:
         sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")
         self.namespace = namespace
         self.log_store = EventLog(path, synchronous=sync)
-        self.projection_db = connect(self.log_store.db, sync)
+        self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
         self.projections = {name: cls(self.projection_db, self.log_store) for name, cls in PROJECTIONS.items()}
         self.frontier_projection: FrontierProjection = self.projections["frontier"]
         self.reader: ReplayReader | ProjectionReader = (

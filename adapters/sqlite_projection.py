@@ -18,8 +18,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-import sqlite_utils
-
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.replay import IndexedEvent
@@ -37,13 +35,18 @@ class Log(Protocol):
     def last_index(self) -> int: ...
 
 
-def connect(db: str, synchronous: str = "FULL") -> sqlite3.Connection:
+def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
     """A connection for projections: the store's file, or a private memory database for an
-    in-memory store (a shared-cache memory database would lock tables instead of waiting)."""
+    in-memory store (a shared-cache memory database would lock tables instead of waiting).
+
+    ``NORMAL`` is enough in WAL mode for derived data: a power cut can lose the last projection
+    transactions (rows and position together, never one without the other), never corrupt the file,
+    and the next catch-up re-derives them from the log, which keeps its own ``FULL`` setting."""
     path = ":memory:" if db.startswith("file:") and "mode=memory" in db else db
     try:
         conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the primary-key indexes stay in memory
         if path != ":memory:":
             conn.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as e:
@@ -70,6 +73,14 @@ class FrontierProjection:
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
+        """Create the tables and indexes that are missing (sqlite-utils is imported only then: the
+        CLI opens an existing store without paying for it)."""
+        wanted = {TRACKING, *TABLES, "cells_namespace_key", "version_status_open", "intervals_open"}
+        have = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        if wanted <= have:
+            return
+        import sqlite_utils
+
         db = sqlite_utils.Database(self.conn, execute_plugins=False)
         db[TRACKING].create({"name": str, "position": int, "version": int}, pk="name",
                             not_null={"position", "version"}, if_not_exists=True)
@@ -77,7 +88,7 @@ class FrontierProjection:
             nullable = NULLABLE.get(table, set())
             db[table].create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
                              if_not_exists=True)
-        db["cells"].create_index(["namespace", "key"], unique=True, if_not_exists=True)
+        db["cells"].create_index(["namespace", "key"], "cells_namespace_key", unique=True, if_not_exists=True)
         self.conn.execute("CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
                           "WHERE to_index IS NULL")
         self.conn.execute("CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "

@@ -14,8 +14,9 @@ a batch may change one row several times: the last change wins.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from domain.cell import CellEvent, Revoked, Supported
@@ -40,7 +41,8 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
     "edges": ({"cell_id": str, "kind": str, "src": int, "dst": int, "event_index": int},
               ("cell_id", "kind", "src", "dst")),
 }
-PK_POSITIONS = {t: tuple(list(cols).index(c) for c in pk) for t, (cols, pk) in TABLES.items()}
+_PK: dict[str, Callable[[Row], Any]] = {
+    t: itemgetter(*(list(cols).index(c) for c in pk)) for t, (cols, pk) in TABLES.items()}
 NULLABLE = {"versions": {"supersedes", "alternative_of"}, "intervals": {"closed_at"},
             "version_status": {"to_index"}, "evidence": {"source"}}
 
@@ -49,10 +51,10 @@ NULLABLE = {"versions": {"supersedes", "alternative_of"}, "intervals": {"closed_
 class Changes:
     """Rows to upsert, per table, keyed by primary key."""
 
-    rows: dict[str, dict[tuple[Any, ...], Row]] = field(default_factory=lambda: {t: {} for t in TABLES})
+    rows: dict[str, dict[Any, Row]] = field(default_factory=lambda: {t: {} for t in TABLES})
 
     def put(self, table: str, row: Row) -> None:
-        self.rows[table][tuple(row[i] for i in PK_POSITIONS[table])] = row
+        self.rows[table][_PK[table](row)] = row
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.rows.values())
