@@ -13,10 +13,12 @@ Every write returns a :class:`~domain.views.Receipt`; every read accepts ``as_of
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from uuid import UUID
 
 from adapters.eventlog import EventLog
 from adapters.projection_reader import ProjectionReader
@@ -25,7 +27,8 @@ from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
 from domain.views import CellView, History, Receipt
-from projections.replay import ReplayReader, empty_view
+from projections.frontier_view import ProjectedCell
+from projections.replay import ReplayReader, Timeline, empty_view
 
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
@@ -49,6 +52,7 @@ class Store:
         self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
         self.projections = {name: cls(self.projection_db, self.log_store) for name, cls in PROJECTIONS.items()}
         self.frontier_projection: FrontierProjection = self.projections["frontier"]
+        self._lock = threading.RLock()  # one projection connection: one catch-up or read at a time
         self.reader: ReplayReader | ProjectionReader = (
             ProjectionReader(self.projection_db) if reader == "projection" else ReplayReader(self.log_store))
 
@@ -120,23 +124,22 @@ class Store:
         """The cell now (or as of event index ``as_of``); an unknown cell reads as ``empty``."""
         ns, k = namespace or self.namespace, normalize_key(key)
         modes = _disclosures(disclose)
-        self._catch_up()
-        t = self.reader.timeline(cell_id(ns, k), as_of)
+        t = self._timeline(cell_id(ns, k), as_of)
         return empty_view(ns, k) if t is None else t.view(modes)
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
                  namespace: str | None = None) -> list[CellView]:
         """Every non-empty cell of the namespace, by key."""
         modes = _disclosures(disclose)
-        self._catch_up()
-        cells = self.reader.frontier(namespace or self.namespace, as_of, with_versions=bool(modes))
+        with self._lock:
+            self._catch_up()
+            cells = self.reader.frontier(namespace or self.namespace, as_of, with_versions=bool(modes))
         return [t.view(modes) for t in cells]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         """Every version the cell has held or been offered, with status and open intervals."""
         ns, k = namespace or self.namespace, normalize_key(key)
-        self._catch_up()
-        t = self.reader.timeline(cell_id(ns, k), as_of)
+        t = self._timeline(cell_id(ns, k), as_of)
         return History(ns, k, ()) if t is None else t.history()
 
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
@@ -157,13 +160,19 @@ class Store:
         return self.log_store.last_index()
 
     # -- projections ---------------------------------------------------------
+    def _timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:
+        with self._lock:
+            self._catch_up()
+            return self.reader.timeline(cid, as_of)
+
     def _catch_up(self) -> None:
         if isinstance(self.reader, ProjectionReader):
             self.frontier_projection.catch_up()
 
     def catch_up(self) -> dict[str, int]:
         """Apply every new event to every projection; return the events each applied."""
-        return {name: p.catch_up() for name, p in self.projections.items()}
+        with self._lock:
+            return {name: p.catch_up() for name, p in self.projections.items()}
 
     def rebuild(self, projection: str = "all") -> dict[str, Any]:
         """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``."""
@@ -171,7 +180,8 @@ class Store:
             raise InvalidOperation(f"unknown projection {projection!r} (expected "
                                    f"{', '.join(sorted(self.projections))} or all)", field="projection")
         names = sorted(self.projections) if projection == "all" else [projection]
-        events, seconds = timed(lambda: sum(self.projections[n].rebuild() for n in names))
+        with self._lock:
+            events, seconds = timed(lambda: sum(self.projections[n].rebuild() for n in names))
         return {"events": events, "seconds": seconds}
 
     def stats(self) -> dict[str, Any]:
@@ -179,12 +189,13 @@ class Store:
         and ``versions`` are what the frontier projection holds, ``lag`` how far it is behind."""
         last = self.log_store.last_index()
         conn = self.projection_db
-        return {
-            "events": last,
-            "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
-            "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
-            "projections": {name: p.stats(last) for name, p in sorted(self.projections.items())},
-        }
+        with self._lock:
+            return {
+                "events": last,
+                "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
+                "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
+                "projections": {name: p.stats(last) for name, p in sorted(self.projections.items())},
+            }
 
 
 def event_dict(index: int, e: Any) -> dict[str, Any]:

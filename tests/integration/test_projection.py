@@ -229,3 +229,41 @@ def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skip
             tracking = store.projection_db.execute(f"SELECT * FROM {TRACKING}").fetchall()
             assert tracking == [("frontier", events, FrontierProjection.version)]
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
+
+
+def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_once(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    with pmem.open(path) as store:
+        write_log(store, 2000, seed=9)
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(path), "3"], stdout=subprocess.PIPE,
+                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(3)]
+    for child in children:
+        out, _ = child.communicate(timeout=120)
+        assert child.returncode == 0 and out == b"ready\ndone\n"
+    with pmem.open(path) as store:
+        assert store.frontier_projection.position() == 2000
+        assert dump(store.projection_db) == dump(fresh(store).conn)
+
+
+def test_threads_sharing_one_store_read_while_another_writes(db_path: Path) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+    with pmem.open(db_path) as store:
+        def read() -> None:
+            try:
+                for _ in range(100):
+                    store.frontier()
+                    store.get("k1", as_of=5, disclose=DISCLOSE)
+            except BaseException as e:  # surfaced below
+                errors.append(e)
+
+        readers = [threading.Thread(target=read) for _ in range(3)]
+        for t in readers:
+            t.start()
+        write_log(store, 300, seed=2)
+        for t in readers:
+            t.join()
+        assert errors == []
+        store.catch_up()
+        assert dump(store.projection_db) == dump(fresh(store).conn)
