@@ -45,16 +45,23 @@ class Store:
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                  synchronous: str | None = None, reader: str = "projection") -> None:
         if reader not in READERS:
-            raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)", field="reader")
+            raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
+                                   field="reader")
         sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")
         self.namespace = namespace
         self.log_store = EventLog(path, synchronous=sync)
-        self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
-        self.projections = {name: cls(self.projection_db, self.log_store) for name, cls in PROJECTIONS.items()}
+        try:
+            self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
+            self.projections = {name: cls(self.projection_db, self.log_store)
+                                for name, cls in PROJECTIONS.items()}
+        except BaseException:
+            self.log_store.close()
+            raise
         self.frontier_projection: FrontierProjection = self.projections["frontier"]
         self._lock = threading.RLock()  # one projection connection: one catch-up or read at a time
         self.reader: ReplayReader | ProjectionReader = (
-            ProjectionReader(self.projection_db) if reader == "projection" else ReplayReader(self.log_store))
+            ProjectionReader(self.projection_db) if reader == "projection"
+            else ReplayReader(self.log_store))
 
     # -- lifecycle -----------------------------------------------------------
     def close(self) -> None:

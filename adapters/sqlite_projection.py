@@ -66,10 +66,13 @@ class FrontierProjection:
         self.batch_size = batch_size
         self.projector = FrontierProjector()
         self._cached_at = 0  # the position the projector's cached cells correspond to
-        self.create_tables()
-        if self.stored_version() not in (None, self.version):
-            self.drop_tables()  # written by another schema version: replayed on the next catch-up
+        try:
             self.create_tables()
+            if self.stored_version() not in (None, self.version):
+                self.drop_tables()  # written by another schema version: replayed on the next catch-up
+                self.create_tables()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -82,13 +85,14 @@ class FrontierProjection:
         import sqlite_utils
 
         db = sqlite_utils.Database(self.conn, execute_plugins=False)
-        db[TRACKING].create({"name": str, "position": int, "version": int}, pk="name",
-                            not_null={"position", "version"}, if_not_exists=True)
+        db.table(TRACKING).create({"name": str, "position": int, "version": int}, pk="name",
+                                  not_null={"position", "version"}, if_not_exists=True)
         for table, (columns, pk) in TABLES.items():
             nullable = NULLABLE.get(table, set())
-            db[table].create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
-                             if_not_exists=True)
-        db["cells"].create_index(["namespace", "key"], "cells_namespace_key", unique=True, if_not_exists=True)
+            db.table(table).create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
+                                   if_not_exists=True)
+        db.table("cells").create_index(["namespace", "key"], "cells_namespace_key", unique=True,
+                                       if_not_exists=True)
         self.conn.execute("CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
                           "WHERE to_index IS NULL")
         self.conn.execute("CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "
@@ -149,11 +153,13 @@ class FrontierProjection:
                 for index, event in events:
                     self.projector.apply(index, event)
                 self.write(self.projector.flush())
-                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
-                                  (self.name, stop, self.version))
-        except BaseException:
+                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) "
+                                  "VALUES (?, ?, ?)", (self.name, stop, self.version))
+        except BaseException as e:
             self.projector.forget()
             self._cached_at = -1
+            if isinstance(e, sqlite3.Error):
+                raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
             raise
         self._cached_at = stop
         return len(events)
@@ -186,7 +192,7 @@ class FrontierProjection:
             for table, sql in queries.items():
                 for row in self.conn.execute(sql, chunk):
                     found.setdefault(row[0], {}).setdefault(table, []).append(row)
-            for cid, rows in found.items():
+            for rows in found.values():
                 (cell,) = rows["cells"]
                 self.projector.seed(cell, rows.get("versions", []), rows.get("intervals", []),
                                     rows.get("version_status", []))

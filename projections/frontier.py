@@ -28,7 +28,8 @@ Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
 TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
-    "cells": ({"cell_id": str, "namespace": str, "key": str, "first_index": int, "last_index": int}, ("cell_id",)),
+    "cells": ({"cell_id": str, "namespace": str, "key": str, "first_index": int, "last_index": int},
+              ("cell_id",)),
     "versions": ({"cell_id": str, "vid": int, "value": str, "status": str, "supersedes": int,
                   "alternative_of": int, "trust": int, "support": int, "sources": str,
                   "created_index": int}, ("cell_id", "vid")),

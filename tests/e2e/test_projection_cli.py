@@ -15,6 +15,7 @@ OPS = [
     {"op": "contest", "key": "room", "value": "B"},
     {"op": "contest", "key": "nothing", "value": "x"},  # a noop: the cell has no incumbent
 ]
+GET_AS_OF = ("get", "budget", "--as-of", "2", "--disclose", "history,alternatives,support")
 
 
 def write(db: Path) -> None:
@@ -39,15 +40,13 @@ def test_stats_shows_the_lag_until_a_read_catches_the_projection_up(db_path: Pat
 
 def test_rebuild_replays_every_event_and_reads_do_not_change(db_path: Path) -> None:
     write(db_path)
-    reads = [ok(db_path, "frontier"), ok(db_path, "history", "budget"),
-             ok(db_path, "get", "budget", "--as-of", "2", "--disclose", "history,alternatives,support")]
+    reads = [ok(db_path, "frontier"), ok(db_path, "history", "budget"), ok(db_path, *GET_AS_OF)]
     (r,) = ok(db_path, "rebuild")
     assert set(r) == {"events", "seconds"} and r["events"] == 6 and r["seconds"] >= 0
     (r,) = ok(db_path, "rebuild", "--projection", "frontier")
     assert r["events"] == 6
     assert ok(db_path, "stats")[0]["projections"] == {"frontier": {"position": 6, "lag": 0}}
-    assert reads == [ok(db_path, "frontier"), ok(db_path, "history", "budget"),
-                     ok(db_path, "get", "budget", "--as-of", "2", "--disclose", "history,alternatives,support")]
+    assert reads == [ok(db_path, "frontier"), ok(db_path, "history", "budget"), ok(db_path, *GET_AS_OF)]
 
 
 def test_rebuild_of_an_unknown_projection_is_a_usage_error(db_path: Path) -> None:

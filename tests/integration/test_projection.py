@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def fresh(store: pmem.Store, upto: int | None = None) -> FrontierProjection:
 def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[int]) -> None:
     """Apply ``ops`` cut into batches, reading between batches (each read catches the projection up)."""
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in pairwise(bounds):
         store.apply(ops[lo:hi])
         store.frontier()
         store.get("k1", namespace="work")
@@ -86,7 +87,7 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "mem.db"
-        for lo, hi in zip(bounds, bounds[1:]):
+        for lo, hi in pairwise(bounds):
             with pmem.open(path) as store:
                 store.frontier_projection.batch_size = batch_size
                 store.frontier_projection.projector.max_cached_cells = cache
@@ -140,7 +141,8 @@ def test_a_reopened_version_has_one_interval_row_per_opening_and_a_status_row_pe
     assert conn.execute("SELECT status, from_index, to_index FROM version_status WHERE vid = 0 "
                         "ORDER BY from_index").fetchall() == [
         ("active", 1, 2), ("superseded", 2, 3), ("active", 3, 4), ("superseded", 4, None)]
-    assert conn.execute("SELECT kind, src, dst, event_index FROM edges ORDER BY event_index, kind").fetchall() == [
+    edges = conn.execute("SELECT kind, src, dst, event_index FROM edges ORDER BY event_index, kind")
+    assert edges.fetchall() == [
         ("supersedes", 1, 0, 2), ("revokes", 3, 1, 3), ("supersedes", 2, 0, 4)]
 
 
@@ -206,7 +208,8 @@ print("done", flush=True)
 """
 
 
-def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(tmp_path: Path) -> None:
+def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
+        tmp_path: Path) -> None:
     events = 3000
     seen = []
     for trial in range(4):
@@ -231,7 +234,8 @@ def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skip
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
 
 
-def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_once(tmp_path: Path) -> None:
+def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_once(
+        tmp_path: Path) -> None:
     path = tmp_path / "shared.db"
     with pmem.open(path) as store:
         write_log(store, 2000, seed=9)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from domain.cell import CellEvent, MemoryCell
@@ -12,7 +12,7 @@ from projections.frontier import TABLES, Changes, FrontierProjector
 from projections.frontier_view import FOREVER, VersionRows, assemble, clip
 from projections.replay import fold
 
-NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
 Tables = dict[str, dict[Any, tuple[Any, ...]]]
 
 
@@ -102,7 +102,7 @@ def test_rows_read_as_of_n_assemble_into_what_the_fold_of_n_events_shows() -> No
             next(s[2] for s in tables["version_status"].values()
                  if s[1] == vid and s[3] <= n and (s[4] is None or s[4] > n)),
             sorted(clip(i[2], i[3], n) for i in tables["intervals"].values() if i[1] == vid and i[2] <= n),
-            sorted((ev[2], ev[3], ev[4]) for ev in tables["evidence"].values() if ev[1] == vid and ev[2] <= n))
+            sorted(ev[2:] for ev in tables["evidence"].values() if ev[1] == vid and ev[2] <= n))
             for _, vid, value, _, sup, alt, _, _, _, created in tables["versions"].values() if created <= n]
         got = assemble("default", "budget", rows)
         (timeline,) = fold(evs[:n]).values()
