@@ -41,14 +41,13 @@ def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
 
     ``NORMAL`` is enough in WAL mode for derived data: a power cut can lose the last projection
     transactions (rows and position together, never one without the other), never corrupt the file,
-    and the next catch-up re-derives them from the log, which keeps its own ``FULL`` setting."""
+    and the next catch-up re-derives them from the log, which keeps its own ``FULL`` setting. The
+    log has already put the file in WAL mode (a persistent setting), so this does not set it again."""
     path = ":memory:" if db.startswith("file:") and "mode=memory" in db else db
     try:
         conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the primary-key indexes stay in memory
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as e:
         raise StoreUnavailable(f"cannot open projections in {db}: {e}") from e
     return conn
@@ -68,20 +67,29 @@ class FrontierProjection:
         self._cached_at = 0  # the position the projector's cached cells correspond to
         try:
             self.create_tables()
-            if self.stored_version() not in (None, self.version):
-                self.drop_tables()  # written by another schema version: replayed on the next catch-up
-                self.create_tables()
         except sqlite3.Error as e:
             raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
-        """Create the tables and indexes that are missing (sqlite-utils is imported only then: the
-        CLI opens an existing store without paying for it)."""
-        wanted = {TRACKING, *TABLES, "cells_namespace_key", "version_status_open", "intervals_open"}
-        have = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
-        if wanted <= have:
+        """Create the tables and indexes that are missing, and drop and recreate them when they were
+        written by another schema version (the next catch-up replays them). sqlite-utils is imported
+        only when something must be created: the CLI opens an existing store without paying for it."""
+        if self._has_tables() and self.stored_version() in (None, self.version):
             return
+        with self._transaction():  # under the write lock: processes opening a new store at once wait
+            if self._has_tables() and self.stored_version() not in (None, self.version):
+                self._drop_tables()
+            if not self._has_tables():
+                self._create_tables()
+        self.projector.forget()
+        self._cached_at = 0
+
+    def _has_tables(self) -> bool:
+        wanted = {TRACKING, *TABLES, "cells_namespace_key", "version_status_open", "intervals_open"}
+        return wanted <= {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+
+    def _create_tables(self) -> None:
         import sqlite_utils
 
         db = sqlite_utils.Database(self.conn, execute_plugins=False)
@@ -98,15 +106,11 @@ class FrontierProjection:
         self.conn.execute("CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "
                           "WHERE closed_at IS NULL")
 
-    def drop_tables(self) -> None:
-        """Drop the rows and the position together, so a crash in between leaves a consistent
-        (empty, position 0) projection."""
-        with self._transaction():
-            self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
-            for table in TABLES:
-                self.conn.execute(f"DROP TABLE IF EXISTS {table}")
-        self.projector.forget()
-        self._cached_at = 0
+    def _drop_tables(self) -> None:
+        """Drop the rows and the position together (the caller holds the transaction)."""
+        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+        for table in TABLES:
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     # -- position ----------------------------------------------------------------
     def position(self) -> int:
@@ -135,9 +139,13 @@ class FrontierProjection:
         return applied
 
     def rebuild(self, target: int | None = None) -> int:
-        """Drop the tables and replay the log from index 1 (up to ``target``)."""
-        self.drop_tables()
-        self.create_tables()
+        """Drop the tables and replay the log from index 1 (up to ``target``). The drop and the
+        new empty tables commit together, so an interrupted rebuild leaves a consistent prefix."""
+        with self._transaction():
+            self._drop_tables()
+            self._create_tables()
+        self.projector.forget()
+        self._cached_at = 0
         return self.catch_up(target)
 
     def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:

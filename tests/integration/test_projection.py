@@ -249,6 +249,33 @@ def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_on
         assert dump(store.projection_db) == dump(fresh(store).conn)
 
 
+OPEN_AT = """
+import sys, time, pmem
+while time.time() < float(sys.argv[2]):
+    time.sleep(0.0005)
+with pmem.open(sys.argv[1]) as store:
+    print(store.get("k").value, flush=True)
+"""
+
+
+def test_processes_opening_a_store_at_once_all_set_up_its_projection(tmp_path: Path) -> None:
+    """Each creates the tables under the write lock (a deferred transaction that read the schema
+    could not upgrade to a write and would fail at once instead of waiting)."""
+    from adapters.eventlog import EventLog
+
+    for trial in range(3):
+        path = tmp_path / f"open{trial}.db"
+        log = EventLog(path)  # the log exists (and is in WAL mode); its projection does not yet
+        log.close()
+        start = time.time() + 1.0
+        children = [subprocess.Popen([sys.executable, "-c", OPEN_AT, str(path), str(start)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(5)]
+        for child in children:
+            out, err = child.communicate(timeout=60)
+            assert (child.returncode, out, err) == (0, b"None\n", b"")
+
+
 def test_threads_sharing_one_store_read_while_another_writes(db_path: Path) -> None:
     import threading
 
