@@ -13,33 +13,59 @@ Every write returns a :class:`~domain.views.Receipt`; every read accepts ``as_of
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from uuid import UUID
 
 from adapters.eventlog import EventLog
+from adapters.projection_reader import ProjectionReader
+from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
 from domain.views import CellView, History, Receipt
-from projections.replay import ReplayReader, empty_view
+from projections.frontier_view import ProjectedCell
+from projections.replay import ReplayReader, Timeline, empty_view
 
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
+READERS = ("projection", "replay")
 
 
 class Store:
-    """A P-Mem store on one SQLite file (or ``":memory:"``), scoped to a default namespace."""
+    """A P-Mem store on one SQLite file (or ``":memory:"``), scoped to a default namespace.
+
+    Reads are served by the frontier projection (``reader="projection"``, the default), caught up
+    to the end of the log before each read; ``reader="replay"`` folds the log instead (the
+    reference the projection is tested against).
+    """
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
-                 synchronous: str | None = None) -> None:
+                 synchronous: str | None = None, reader: str = "projection") -> None:
+        if reader not in READERS:
+            raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
+                                   field="reader")
         sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")
         self.namespace = namespace
         self.log_store = EventLog(path, synchronous=sync)
-        self.reader = ReplayReader(self.log_store)
+        try:
+            self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
+            self.projections = {name: cls(self.projection_db, self.log_store)
+                                for name, cls in PROJECTIONS.items()}
+        except BaseException:
+            self.log_store.close()
+            raise
+        self.frontier_projection: FrontierProjection = self.projections["frontier"]
+        self._lock = threading.RLock()  # one projection connection: one catch-up or read at a time
+        self.reader: ReplayReader | ProjectionReader = (
+            ProjectionReader(self.projection_db) if reader == "projection"
+            else ReplayReader(self.log_store))
 
     # -- lifecycle -----------------------------------------------------------
     def close(self) -> None:
+        self.projection_db.close()
         self.log_store.close()
 
     def __enter__(self) -> Store:
@@ -105,19 +131,22 @@ class Store:
         """The cell now (or as of event index ``as_of``); an unknown cell reads as ``empty``."""
         ns, k = namespace or self.namespace, normalize_key(key)
         modes = _disclosures(disclose)
-        t = self.reader.timeline(cell_id(ns, k), as_of)
+        t = self._timeline(cell_id(ns, k), as_of)
         return empty_view(ns, k) if t is None else t.view(modes)
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
                  namespace: str | None = None) -> list[CellView]:
         """Every non-empty cell of the namespace, by key."""
         modes = _disclosures(disclose)
-        return [t.view(modes) for t in self.reader.frontier(namespace or self.namespace, as_of)]
+        with self._lock:
+            self._catch_up()
+            cells = self.reader.frontier(namespace or self.namespace, as_of, with_versions=bool(modes))
+        return [t.view(modes) for t in cells]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         """Every version the cell has held or been offered, with status and open intervals."""
         ns, k = namespace or self.namespace, normalize_key(key)
-        t = self.reader.timeline(cell_id(ns, k), as_of)
+        t = self._timeline(cell_id(ns, k), as_of)
         return History(ns, k, ()) if t is None else t.history()
 
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
@@ -136,6 +165,44 @@ class Store:
     def last_index(self) -> int:
         """The index of the newest event in the whole log (0 when empty)."""
         return self.log_store.last_index()
+
+    # -- projections ---------------------------------------------------------
+    def _timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:
+        with self._lock:
+            self._catch_up()
+            return self.reader.timeline(cid, as_of)
+
+    def _catch_up(self) -> None:
+        if isinstance(self.reader, ProjectionReader):
+            self.frontier_projection.catch_up()
+
+    def catch_up(self) -> dict[str, int]:
+        """Apply every new event to every projection; return the events each applied."""
+        with self._lock:
+            return {name: p.catch_up() for name, p in self.projections.items()}
+
+    def rebuild(self, projection: str = "all") -> dict[str, Any]:
+        """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``."""
+        if projection != "all" and projection not in self.projections:
+            raise InvalidOperation(f"unknown projection {projection!r} (expected "
+                                   f"{', '.join(sorted(self.projections))} or all)", field="projection")
+        names = sorted(self.projections) if projection == "all" else [projection]
+        with self._lock:
+            events, seconds = timed(lambda: sum(self.projections[n].rebuild() for n in names))
+        return {"events": events, "seconds": seconds}
+
+    def stats(self) -> dict[str, Any]:
+        """Counts over the whole store (every namespace), without catching anything up: ``cells``
+        and ``versions`` are what the frontier projection holds, ``lag`` how far it is behind."""
+        last = self.log_store.last_index()
+        conn = self.projection_db
+        with self._lock:
+            return {
+                "events": last,
+                "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
+                "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
+                "projections": {name: p.stats(last) for name, p in sorted(self.projections.items())},
+            }
 
 
 def event_dict(index: int, e: Any) -> dict[str, Any]:
@@ -159,9 +226,9 @@ def _disclosures(disclose: Iterable[str]) -> frozenset[str]:
 
 
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
-               synchronous: str | None = None) -> Store:
+               synchronous: str | None = None, reader: str = "projection") -> Store:
     """Open (creating if needed) the store at ``path``."""
-    return Store(path, namespace=namespace, synchronous=synchronous)
+    return Store(path, namespace=namespace, synchronous=synchronous, reader=reader)
 
 
 __all__ = ["DEFAULT_TRUST", "Evidence", "Operation", "Store", "open_store"]

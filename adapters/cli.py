@@ -119,6 +119,11 @@ def _build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--after", type=int, default=0)
     lg.add_argument("--limit", type=int)
 
+    rb = sub.add_parser("rebuild", parents=[common], help="drop projections and replay the log from index 1")
+    rb.add_argument("--projection", default="all", metavar="NAME|all", help="which projection (default: all)")
+
+    sub.add_parser("stats", parents=[common], help="counts of events, cells, versions; projection positions")
+
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -142,6 +147,12 @@ def run(argv: Sequence[str]) -> int:
     for name in ("as_of", "after", "limit"):
         _check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
 
+    if args.command == "rebuild":
+        from adapters.sqlite_projection import PROJECTIONS
+
+        if args.projection != "all" and args.projection not in PROJECTIONS:
+            raise UsageError(f"unknown projection {args.projection!r} (expected "
+                             f"{', '.join(sorted(PROJECTIONS))} or all)")
     ops = None
     if args.command == "apply":
         data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
@@ -171,6 +182,10 @@ def run(argv: Sequence[str]) -> int:
             _emit(store.history(args.key, as_of=args.as_of).to_dict())
         elif args.command == "log":
             _emit_lines(store.log(after=args.after, limit=args.limit))
+        elif args.command == "rebuild":
+            _emit(store.rebuild(args.projection))
+        elif args.command == "stats":
+            _emit(store.stats())
     return 0
 
 

@@ -97,7 +97,10 @@ class ReplayReader:
         events = self.source.cell_events([cid], upto=as_of).get(cid)
         return None if not events else fold(events)[cid]
 
-    def frontier(self, namespace: str, as_of: int | None = None) -> list[Timeline]:
+    def frontier(self, namespace: str, as_of: int | None = None, *,
+                 with_versions: bool = True) -> list[Timeline]:
+        """Every cell of ``namespace`` with a head; ``with_versions`` is accepted for parity with
+        the projection reader (a fold always has the versions)."""
         cells = fold(self.source.indexed_events(1, as_of))
         out = [t for t in cells.values() if t.state.namespace == namespace and t.state.head is not None]
         out.sort(key=lambda t: t.state.key)

@@ -1,0 +1,230 @@
+"""The frontier-and-history projection stored in SQLite, next to the log in the same file.
+
+SQLite gives ``eventsourcing`` no push subscription, so :class:`FrontierProjection` polls the log:
+each batch of up to ``batch_size`` events (1,000 by default) is applied in one transaction that
+also moves the projection's tracking row (``pmem_tracking``: name -> last event index applied).
+A crash or an error inside a batch rolls back the rows and the position together, so the next
+catch-up resumes exactly where the last committed batch ended: no event is applied twice or
+skipped. The batch re-reads the position under the write lock, so two processes catching up the
+same file never apply the same batch twice either. :meth:`rebuild` drops the tables and replays
+the log from index 1. Reads go through :class:`adapters.projection_reader.ProjectionReader`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from domain.errors import StoreUnavailable
+from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
+from projections.replay import IndexedEvent
+
+TRACKING = "pmem_tracking"
+BATCH_SIZE = 1_000
+_CHUNK = 500
+
+
+class Log(Protocol):
+    """What a projection needs from the event log."""
+
+    def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]: ...
+
+    def last_index(self) -> int: ...
+
+
+def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
+    """A connection for projections: the store's file, or a private memory database for an
+    in-memory store (a shared-cache memory database would lock tables instead of waiting).
+
+    ``NORMAL`` is enough in WAL mode for derived data: a power cut can lose the last projection
+    transactions (rows and position together, never one without the other), never corrupt the file,
+    and the next catch-up re-derives them from the log, which keeps its own ``FULL`` setting. The
+    log has already put the file in WAL mode (a persistent setting), so this does not set it again."""
+    path = ":memory:" if db.startswith("file:") and "mode=memory" in db else db
+    try:
+        conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the primary-key indexes stay in memory
+    except sqlite3.Error as e:
+        raise StoreUnavailable(f"cannot open projections in {db}: {e}") from e
+    return conn
+
+
+class FrontierProjection:
+    """Maintains the frontier-and-history tables of :mod:`projections.frontier` from the log."""
+
+    name = NAME
+    version = SCHEMA_VERSION
+
+    def __init__(self, conn: sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
+        self.conn = conn
+        self.log = log
+        self.batch_size = batch_size
+        self.projector = FrontierProjector()
+        self._cached_at = 0  # the position the projector's cached cells correspond to
+        try:
+            self.create_tables()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
+
+    # -- schema ------------------------------------------------------------------
+    def create_tables(self) -> None:
+        """Create the tables and indexes that are missing, and drop and recreate them when they were
+        written by another schema version (the next catch-up replays them). sqlite-utils is imported
+        only when something must be created: the CLI opens an existing store without paying for it."""
+        if self._has_tables() and self.stored_version() in (None, self.version):
+            return
+        with self._transaction():  # under the write lock: processes opening a new store at once wait
+            if self._has_tables() and self.stored_version() not in (None, self.version):
+                self._drop_tables()
+            if not self._has_tables():
+                self._create_tables()
+        self.projector.forget()
+        self._cached_at = 0
+
+    def _has_tables(self) -> bool:
+        wanted = {TRACKING, *TABLES, "cells_namespace_key", "version_status_open", "intervals_open"}
+        return wanted <= {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+
+    def _create_tables(self) -> None:
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.conn, execute_plugins=False)
+        db.table(TRACKING).create({"name": str, "position": int, "version": int}, pk="name",
+                                  not_null={"position", "version"}, if_not_exists=True)
+        for table, (columns, pk) in TABLES.items():
+            nullable = NULLABLE.get(table, set())
+            db.table(table).create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
+                                   if_not_exists=True)
+        db.table("cells").create_index(["namespace", "key"], "cells_namespace_key", unique=True,
+                                       if_not_exists=True)
+        self.conn.execute("CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
+                          "WHERE to_index IS NULL")
+        self.conn.execute("CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "
+                          "WHERE closed_at IS NULL")
+
+    def _drop_tables(self) -> None:
+        """Drop the rows and the position together (the caller holds the transaction)."""
+        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+        for table in TABLES:
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+
+    # -- position ----------------------------------------------------------------
+    def position(self) -> int:
+        """The index of the last event applied (0 before any)."""
+        row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def stored_version(self) -> int | None:
+        """The schema version the stored rows were written with (None before any)."""
+        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def stats(self, last_index: int | None = None) -> dict[str, int]:
+        last = self.log.last_index() if last_index is None else last_index
+        position = self.position()
+        return {"position": position, "lag": max(last - position, 0)}
+
+    # -- catching up -------------------------------------------------------------
+    def catch_up(self, target: int | None = None) -> int:
+        """Apply the log up to ``target`` (default: its last index); return the events applied."""
+        target = self.log.last_index() if target is None else target
+        applied = 0
+        while (position := self.position()) < target:
+            stop = min(position + self.batch_size, target)
+            applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
+        return applied
+
+    def rebuild(self, target: int | None = None) -> int:
+        """Drop the tables and replay the log from index 1 (up to ``target``). The drop and the
+        new empty tables commit together, so an interrupted rebuild leaves a consistent prefix."""
+        with self._transaction():
+            self._drop_tables()
+            self._create_tables()
+        self.projector.forget()
+        self._cached_at = 0
+        return self.catch_up(target)
+
+    def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
+        """Apply ``events`` (indices ``start+1..stop``) and move the position to ``stop``, in one
+        transaction. Returns 0 without writing when another process moved the position first."""
+        try:
+            with self._transaction():
+                if self.position() != start:
+                    return 0  # someone else applied this batch: the caller re-reads the position
+                if self._cached_at != start:
+                    self.projector.forget()
+                self._seed(self.projector.missing(events))
+                for index, event in events:
+                    self.projector.apply(index, event)
+                self.write(self.projector.flush())
+                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) "
+                                  "VALUES (?, ?, ?)", (self.name, stop, self.version))
+        except BaseException as e:
+            self.projector.forget()
+            self._cached_at = -1
+            if isinstance(e, sqlite3.Error):
+                raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+            raise
+        self._cached_at = stop
+        return len(events)
+
+    def write(self, changes: Changes) -> None:
+        """Upsert every changed row (the caller holds the transaction)."""
+        for table, rows in changes.rows.items():
+            if rows:
+                self.conn.executemany(self.upsert_statement(table), rows.values())
+
+    @staticmethod
+    def upsert_statement(table: str) -> str:
+        columns = list(TABLES[table][0])
+        return (f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' * len(columns))})")
+
+    def _seed(self, ids: list[str]) -> None:
+        """Load the stored state of these cells into the projector (new cells have none)."""
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i:i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            queries = {
+                "cells": f"SELECT * FROM cells WHERE cell_id IN ({marks})",
+                "versions": f"SELECT * FROM versions WHERE cell_id IN ({marks})",
+                "intervals": f"SELECT * FROM intervals WHERE cell_id IN ({marks}) AND closed_at IS NULL",
+                "version_status": f"SELECT * FROM version_status WHERE cell_id IN ({marks}) "
+                                  f"AND to_index IS NULL",
+            }
+            found: dict[str, dict[str, list[Row]]] = {}
+            for table, sql in queries.items():
+                for row in self.conn.execute(sql, chunk):
+                    found.setdefault(row[0], {}).setdefault(table, []).append(row)
+            for rows in found.values():
+                (cell,) = rows["cells"]
+                self.projector.seed(cell, rows.get("versions", []), rows.get("intervals", []),
+                                    rows.get("version_status", []))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction, taken with the write lock up front."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+
+PROJECTIONS: dict[str, type[FrontierProjection]] = {NAME: FrontierProjection}
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    """``(fn(), seconds it took)``."""
+    t0 = time.perf_counter()
+    result = fn()
+    return result, round(time.perf_counter() - t0, 6)

@@ -1,0 +1,181 @@
+"""The frontier-and-history projection: row changes computed from events, in event-index order.
+
+Pure: :class:`FrontierProjector` consumes ``(event_index, event)`` and produces the rows an adapter
+writes into its tables (schema in :data:`TABLES`). It keeps the state of the cells it has seen in
+memory, applies each event through the domain's own transitions (so no rule is re-derived here) and
+turns the version ids they report as changed into interval and status-history rows, the same way
+:class:`projections.replay.Timeline` does. The adapter seeds it with the stored state of a cell
+before the cell's first event in a batch (see :meth:`FrontierProjector.missing` and :meth:`seed`).
+
+Every row is keyed by its primary key, so writing the rows of a batch is an idempotent upsert and
+a batch may change one row several times: the last change wins.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from domain.cell import CellEvent, Revoked, Supported
+from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
+
+NAME = "frontier"
+SCHEMA_VERSION = 1  # bump when the tables or their meaning change: stored projections are then rebuilt
+Row = tuple[Any, ...]
+
+# table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
+TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
+    "cells": ({"cell_id": str, "namespace": str, "key": str, "first_index": int, "last_index": int},
+              ("cell_id",)),
+    "versions": ({"cell_id": str, "vid": int, "value": str, "status": str, "supersedes": int,
+                  "alternative_of": int, "trust": int, "support": int, "sources": str,
+                  "created_index": int}, ("cell_id", "vid")),
+    "intervals": ({"cell_id": str, "vid": int, "opened_at": int, "closed_at": int},
+                  ("cell_id", "vid", "opened_at")),
+    "version_status": ({"cell_id": str, "vid": int, "status": str, "from_index": int, "to_index": int},
+                       ("cell_id", "vid", "from_index")),
+    "evidence": ({"cell_id": str, "vid": int, "event_index": int, "source": str, "trust": int},
+                 ("cell_id", "vid", "event_index")),
+    "edges": ({"cell_id": str, "kind": str, "src": int, "dst": int, "event_index": int},
+              ("cell_id", "kind", "src", "dst")),
+}
+_PK: dict[str, Callable[[Row], Any]] = {
+    t: itemgetter(*(list(cols).index(c) for c in pk)) for t, (cols, pk) in TABLES.items()}
+NULLABLE = {"versions": {"supersedes", "alternative_of"}, "intervals": {"closed_at"},
+            "version_status": {"to_index"}, "evidence": {"source"}}
+
+
+@dataclass(slots=True)
+class Changes:
+    """Rows to upsert, per table, keyed by primary key."""
+
+    rows: dict[str, dict[Any, Row]] = field(default_factory=lambda: {t: {} for t in TABLES})
+
+    def put(self, table: str, row: Row) -> None:
+        self.rows[table][_PK[table](row)] = row
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.rows.values())
+
+
+@dataclass(slots=True)
+class Tracked:
+    """What the projector knows of one cell: its state and the currently open rows."""
+
+    cell_id: str
+    state: CellState
+    first_index: int = 0
+    last_index: int = 0
+    created: dict[int, int] = field(default_factory=dict)  # vid -> event index that created it
+    open_since: dict[int, int] = field(default_factory=dict)  # vid -> opened_at of its open interval
+    status_since: dict[int, tuple[str, int]] = field(default_factory=dict)  # vid -> (status, from_index)
+
+
+class FrontierProjector:
+    """Turns events into row changes for the frontier-and-history tables (see module docstring)."""
+
+    def __init__(self, max_cached_cells: int = 100_000) -> None:
+        self.cells: dict[str, Tracked] = {}
+        self.max_cached_cells = max_cached_cells
+        self.changes = Changes()
+
+    # -- the cache -------------------------------------------------------------
+    def missing(self, events: Iterable[tuple[int, CellEvent]]) -> list[str]:
+        """Cell ids (hex) of these events whose state must be seeded from storage first."""
+        return sorted({e.originator_id.hex for _, e in events} - self.cells.keys())
+
+    def seed(self, cell: Sequence[Any], versions: Iterable[Row], open_intervals: Iterable[Row],
+             open_statuses: Iterable[Row]) -> None:
+        """Load a cell from its stored rows: its ``cells`` row, its ``versions`` rows, and the
+        ``intervals`` and ``version_status`` rows that are still open."""
+        cid, namespace, key, first_index, last_index = cell
+        state = CellState(namespace, key)
+        t = Tracked(cid, state, first_index, last_index)
+        for _, vid, value, status, sup, alt, trust, support, sources, created in sorted(versions, key=_vid):
+            state.versions.append(Version(vid, value, status, 0, trust, sup, alt, support, [],
+                                          list(json.loads(sources))))
+            t.created[vid] = created
+            if status in (ACTIVE, CONTESTED):
+                state.head_vid = vid
+            elif status == ALTERNATIVE:
+                state.alternative_vids.append(vid)
+        t.open_since = {vid: opened for _, vid, opened, _ in open_intervals}
+        t.status_since = {vid: (status, since) for _, vid, status, since, _ in open_statuses}
+        self.cells[cid] = t
+
+    def forget(self) -> None:
+        """Drop every cached cell and pending change (after a failed or foreign-written batch)."""
+        self.cells.clear()
+        self.changes = Changes()
+
+    def flush(self) -> Changes:
+        """The changes since the last flush; the cache is trimmed when it has grown too big."""
+        out, self.changes = self.changes, Changes()
+        if len(self.cells) > self.max_cached_cells:
+            self.cells.clear()
+        return out
+
+    # -- applying --------------------------------------------------------------
+    def apply(self, index: int, event: CellEvent) -> None:
+        """Apply one event (the next in index order). An uncached cell is taken to be new."""
+        cid = event.originator_id.hex
+        t = self.cells.get(cid)
+        if t is None:
+            t = self.cells[cid] = Tracked(cid, CellState(event.namespace, event.key), index)
+        versions = t.state.versions
+        before = len(versions)
+        changed = event.apply_to(t.state)
+        t.last_index = index
+        self.changes.put("cells", (cid, t.state.namespace, t.state.key, t.first_index, index))
+        touched = set(changed)
+        for vid in range(before, len(versions)):
+            self._created(t, versions[vid], index)
+            touched.add(vid)
+        target = getattr(event, "target", None)
+        for vid in {*range(before, len(versions)), *([target] if target is not None else [])}:
+            v = versions[vid]
+            if v.evidence and v.evidence[-1] == event.originator_version:
+                self.changes.put("evidence", (cid, vid, index, event.source, event.trust))
+                touched.add(vid)
+        for vid in changed:
+            self._status_changed(t, versions[vid].status, vid, index)
+        for vid in touched:
+            self._version_row(t, versions[vid])
+        if isinstance(event, Supported):
+            self.changes.put("edges", (cid, "supported-by", event.target, index, index))
+        elif isinstance(event, Revoked):
+            self.changes.put("edges", (cid, "revokes", index, event.target, index))
+
+    def _created(self, t: Tracked, v: Version, index: int) -> None:
+        t.created[v.vid] = index
+        if v.supersedes is not None:
+            self.changes.put("edges", (t.cell_id, "supersedes", v.vid, v.supersedes, index))
+        if v.alternative_of is not None:
+            self.changes.put("edges", (t.cell_id, "alternative-of", v.vid, v.alternative_of, index))
+
+    def _status_changed(self, t: Tracked, status: str, vid: int, index: int) -> None:
+        cid = t.cell_id
+        current = t.status_since.get(vid)
+        if current is None or current[0] != status:
+            if current is not None:
+                self.changes.put("version_status", (cid, vid, current[0], current[1], index))
+            self.changes.put("version_status", (cid, vid, status, index, None))
+            t.status_since[vid] = (status, index)
+        since = t.open_since.get(vid)
+        if status in OPEN and since is None:
+            self.changes.put("intervals", (cid, vid, index, None))
+            t.open_since[vid] = index
+        elif since is not None and status not in OPEN:
+            self.changes.put("intervals", (cid, vid, since, index))
+            del t.open_since[vid]
+
+    def _version_row(self, t: Tracked, v: Version) -> None:
+        self.changes.put("versions", (t.cell_id, v.vid, v.value, v.status, v.supersedes, v.alternative_of,
+                                      v.trust, v.support, json.dumps(v.sources), t.created[v.vid]))
+
+
+def _vid(row: Row) -> int:
+    return int(row[1])
