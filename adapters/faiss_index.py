@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
+from domain.errors import StoreUnavailable
 from projections.ports import VECTOR_INDEX_KINDS
 
 KINDS = VECTOR_INDEX_KINDS
@@ -98,20 +100,24 @@ class FaissIndex:
     def save(self, path: Path, header: Header) -> None:
         """Write atomically: temp file, fsync, ``os.replace``, fsync the directory."""
         head = json.dumps(asdict(header)).encode()
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        with open(tmp, "wb") as fh:
-            fh.write(MAGIC + head + b"\n")
-            fh.write(np.ascontiguousarray(self.matrix).tobytes())
-            if self.kind == "hnsw":
-                fh.write(faiss.serialize_index(self.index).tobytes())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+        tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex}")  # unique per writer
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            with open(tmp, "wb") as fh:
+                fh.write(MAGIC + head + b"\n")
+                fh.write(np.ascontiguousarray(self.matrix).tobytes())
+                if self.kind == "hnsw":
+                    fh.write(faiss.serialize_index(self.index).tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise StoreUnavailable(f"cannot write the vector index cache {path}: {e.strerror or e}") from e
 
     @classmethod
     def load(cls, path: Path) -> tuple[FaissIndex, Header] | None:

@@ -24,7 +24,7 @@ from eventsourcing.persistence import PersistenceError
 
 from adapters.eventlog import EventLog
 from domain.errors import StoreUnavailable
-from projections.replay import fold
+from projections.replay import Timeline, fold
 from projections.vectors import NewVector, VectorFold
 
 NAME = "vectors"
@@ -94,6 +94,7 @@ class VectorProjection:
     # -- catching up ---------------------------------------------------------
     def catch_up(self) -> int:
         """Fold every event after the position into the tables; return the new position."""
+        timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
         while True:
             start = self.position()
             last = self.log.last_index()
@@ -101,9 +102,9 @@ class VectorProjection:
                 return start
             stop = min(last, start + CHUNK)
             try:
-                self._fold_and_write(start, stop)
+                self._fold_and_write(start, stop, timelines)
             except _Moved:
-                continue
+                timelines.clear()
 
     def reset(self) -> None:
         """Forget everything: the next catch-up replays the log from index 1."""
@@ -111,13 +112,16 @@ class VectorProjection:
             for table in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals"):
                 c.execute(f"DELETE FROM {table}")
 
-    def _fold_and_write(self, start: int, stop: int) -> None:
+    def _fold_and_write(self, start: int, stop: int, timelines: dict[UUID, Timeline]) -> None:
+        """Fold events ``start+1 .. stop``; ``timelines`` holds cells already folded up to ``start``
+        (it is updated in place); other touched cells are loaded and folded from the log."""
         events = list(self.log.indexed_events(start + 1, stop))
         touched = list({e.originator_id for _, e in events})
-        prior = fold(ev for evs in self.log.cell_events(touched, upto=start).values() for ev in evs)
+        missing = [cid for cid in touched if cid not in timelines]
+        timelines.update(fold(ev for evs in self.log.cell_events(missing, upto=start).values() for ev in evs))
         with self._tx(commit=False) as c:
             c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM pmem_vec_versions")
-            f = VectorFold(prior, int(c.fetchone()[0]))
+            f = VectorFold(timelines, int(c.fetchone()[0]))
             ids = self._vector_ids(c, touched)
         f.apply_all(events)
         for n in f.new:

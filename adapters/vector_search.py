@@ -23,6 +23,7 @@ from adapters.vector_projection import Eligible, VectorProjection
 from projections.ports import Embedder
 
 EMBED_BATCH = 1024
+SAVE_STALE = 0.05  # the cache file is rewritten once it lacks more than 5% of the vectors
 MIN_FETCH = 64  # vectors fetched in the first round, at least; grows 4x while too few cells are found
 
 
@@ -45,6 +46,7 @@ class VectorSearch:
         self.projection = VectorProjection(log)
         self.embedder, self.kind, self.cache_path = embedder, kind, cache_path
         self.index: FaissIndex | None = None
+        self._saved = -1  # vectors in the cache file as this object last wrote or read it (-1: unknown)
 
     def catch_up(self) -> int:
         """Bring tables and index up to the end of the log; return the event index they reflect."""
@@ -67,7 +69,7 @@ class VectorSearch:
     def rebuild(self) -> int:
         """Forget tables and cache, replay the log from index 1; return the position reached."""
         self.projection.reset()
-        self.index = None
+        self.index, self._saved = None, -1
         if self.cache_path is not None:
             self.cache_path.unlink(missing_ok=True)
         return self.catch_up()
@@ -77,14 +79,19 @@ class VectorSearch:
         total = self.projection.count()
         index = self.index if self.index is not None else self._load(total, position)
         if index.count > total:  # the tables were rebuilt behind our back: start over
-            index = FaissIndex(self.kind, self.embedder.dim)
-        grew = index.count < total
+            index, self._saved = FaissIndex(self.kind, self.embedder.dim), -1
         for start in range(index.count, total, EMBED_BATCH):
             index.add(self.embedder.embed(self.projection.texts(start, min(total, start + EMBED_BATCH))))
         self.index = index
-        if self.cache_path is not None and (grew or not self.cache_path.exists()):
+        if self.cache_path is None:
+            return
+        # Rewriting the whole file for every new vector would cost more than embedding the few
+        # vectors a stale file lacks, so it is saved once it lacks more than SAVE_STALE of them.
+        stale = index.count - self._saved
+        if stale > max(0, int(self._saved * SAVE_STALE)) or not self.cache_path.exists():
             index.save(self.cache_path, Header(self.kind, self.embedder.dim, self.embedder.name, index.count,
                                                position, self._last_text(index.count)))
+            self._saved = index.count
 
     def _load(self, total: int, position: int) -> FaissIndex:
         """The cached index if it fits these tables and settings, else an empty one."""
@@ -94,7 +101,9 @@ class VectorSearch:
             if ((h.kind, h.dim, h.embedder) == (self.kind, self.embedder.dim, self.embedder.name)
                     and h.count <= total and h.position <= position
                     and h.last_text == self._last_text(h.count)):
+                self._saved = h.count
                 return index
+        self._saved = -1
         return FaissIndex(self.kind, self.embedder.dim)
 
     def _last_text(self, count: int) -> str:

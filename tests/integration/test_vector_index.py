@@ -264,3 +264,16 @@ def test_lsh_runs_and_scores_what_it_finds_by_exact_cosine(tmp_path: Path) -> No
         assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
         store.accept("alpha 0", "changed")
         assert "changed" in {r.matched for r in store.search("alpha 0 changed", k=3)}
+
+
+def test_a_slightly_stale_index_file_is_kept_and_the_missing_vectors_are_embedded_on_load(db_path: Path) -> None:
+    with pmem.open(db_path) as store:
+        store.apply({"op": "accept", "key": f"key {i}", "value": f"v{i}"} for i in range(60))
+        store.search("key 1")
+        store.accept("key 1", "fresh")  # one vector more: rewriting 61 vectors for it is not worth it
+        live = [r.to_dict() for r in store.search("key 1 fresh")]
+    loaded = FaissIndex.load(cache_file(db_path))
+    assert loaded is not None and loaded[1].count == 60 and loaded[1].position == 60
+    with pmem.open(db_path) as store:
+        assert [r.to_dict() for r in store.search("key 1 fresh")] == live
+        assert live[0]["matched"] == "fresh"
