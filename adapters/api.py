@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.eventlog import EventLog
@@ -27,6 +27,9 @@ from domain.views import CellView, History, Receipt
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
 from projections.replay import ReplayReader, empty_view
 from projections.vectors import SearchResult
+
+if TYPE_CHECKING:
+    from adapters.vector_search import VectorSearch
 
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
@@ -48,7 +51,7 @@ class Store:
         self.reader = ReplayReader(self.log_store)
         self.path = None if str(path) == ":memory:" else Path(path)
         self._embedder = embedder
-        self._vectors: Any = None  # adapters.vector_search.VectorSearch, built on the first search
+        self._vectors: VectorSearch | None = None  # built on the first search
 
     # -- lifecycle -----------------------------------------------------------
     def close(self) -> None:
@@ -173,7 +176,7 @@ class Store:
         """Drop the vector tables and cache file and rebuild them from the log; return its last index."""
         return self._vector_search().rebuild()
 
-    def _vector_search(self) -> Any:
+    def _vector_search(self) -> VectorSearch:
         if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
             from adapters.hashing_embedder import HashingEmbedder
             from adapters.vector_search import VectorSearch

@@ -277,3 +277,30 @@ def test_a_slightly_stale_index_file_is_kept_and_the_missing_vectors_are_embedde
     with pmem.open(db_path) as store:
         assert [r.to_dict() for r in store.search("key 1 fresh")] == live
         assert live[0]["matched"] == "fresh"
+
+
+def test_stores_that_write_and_search_the_same_file_at_once_agree_with_the_fold(db_path: Path) -> None:
+    import threading
+
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            with pmem.open(db_path) as store:
+                for i in range(25):
+                    store.accept(f"key {i % 5}", f"w{w} v{i}")
+                    store.search(f"key {i % 5}", k=3)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the main thread below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    with pmem.open(db_path) as store:
+        store.search("key 1")
+        got = {(e.cell, e.vid) for e in store._vector_search().projection.eligible("default", store.last_index())}
+        want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events())}
+        assert got == want and store._vector_search().projection.count() == 75
