@@ -181,7 +181,8 @@ class Store:
             from adapters.hashing_embedder import HashingEmbedder
             from adapters.vector_search import VectorSearch
 
-            cache = None if self.path is None else self.path.with_name(f"{self.path.name}.vec-{self.vector_index}")
+            p = self.path
+            cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
             self._vectors = VectorSearch(self.log_store, self._embedder or HashingEmbedder(),
                                          self.vector_index, cache)
         return self._vectors

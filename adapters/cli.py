@@ -119,7 +119,8 @@ def _build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--after", type=int, default=0)
     lg.add_argument("--limit", type=int)
 
-    se = sub.add_parser("search", parents=[common], help="cells best matching QUERY by `key: value` (JSON lines)")
+    se = sub.add_parser("search", parents=[common],
+                        help="cells best matching QUERY by `key: value` (JSON lines)")
     se.add_argument("query")
     se.add_argument("-k", type=int, default=12, help="how many cells (default 12)")
     se.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")

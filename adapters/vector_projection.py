@@ -32,7 +32,8 @@ CHUNK = 20_000  # events folded per step of a catch-up
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS pmem_vec_position (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS pmem_vec_versions (vector_id INTEGER PRIMARY KEY, cell TEXT NOT NULL, "
-    "vid INTEGER NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, UNIQUE (cell, vid))",
+    "vid INTEGER NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, "
+    "UNIQUE (cell, vid))",
     "CREATE TABLE IF NOT EXISTS pmem_vec_intervals (vector_id INTEGER NOT NULL, namespace TEXT NOT NULL, "
     "opened_at INTEGER NOT NULL, closed_at INTEGER)",
     "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_vector ON pmem_vec_intervals (vector_id)",
@@ -77,8 +78,8 @@ class VectorProjection:
     def texts(self, start: int, stop: int) -> list[str]:
         """Texts of vectors ``start <= id < stop``, by id."""
         with self._tx(commit=False) as c:
-            c.execute("SELECT text FROM pmem_vec_versions WHERE vector_id>=? AND vector_id<? ORDER BY vector_id",
-                      (start, stop))
+            c.execute("SELECT text FROM pmem_vec_versions WHERE vector_id>=? AND vector_id<? "
+                      "ORDER BY vector_id", (start, stop))
             return [r[0] for r in c.fetchall()]
 
     def eligible(self, namespace: str, as_of: int) -> list[Eligible]:

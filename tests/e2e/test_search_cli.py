@@ -1,4 +1,5 @@
-"""``pmem search`` as a user runs it (SPEC §9): JSON lines of cells with ``score``; bad input is one JSON error."""
+"""``pmem search`` as a user runs it (SPEC §9): JSON lines of cells with ``score``; bad input is one
+JSON error on stderr."""
 
 from __future__ import annotations
 
