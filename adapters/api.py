@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.eventlog import EventLog
@@ -28,10 +28,16 @@ from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
 from domain.views import CellView, History, Receipt
 from projections.frontier_view import ProjectedCell
+from projections.ports import VECTOR_INDEX_KINDS, Embedder
 from projections.replay import ReplayReader, Timeline, empty_view
+from projections.vectors import SearchResult
+
+if TYPE_CHECKING:
+    from adapters.vector_search import VectorSearch
 
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
+DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
 
 
 class Store:
@@ -43,12 +49,20 @@ class Store:
     """
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
-                 synchronous: str | None = None, reader: str = "projection") -> None:
+                 synchronous: str | None = None, reader: str = "projection",
+                 vector_index: str | None = None, embedder: Embedder | None = None) -> None:
         if reader not in READERS:
             raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
                                    field="reader")
         sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")
         self.namespace = namespace
+        self.vector_index = vector_index or os.environ.get("PMEM_VECTOR_INDEX", "flat")
+        if self.vector_index not in VECTOR_INDEX_KINDS:
+            raise InvalidOperation(f"unknown vector index {self.vector_index!r} (expected "
+                                   f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
+        self.path = None if str(path) == ":memory:" else Path(path)
+        self._embedder = embedder
+        self._vectors: VectorSearch | None = None  # built on the first search
         self.log_store = EventLog(path, synchronous=sync)
         try:
             self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
@@ -166,6 +180,42 @@ class Store:
         """The index of the newest event in the whole log (0 when empty)."""
         return self.log_store.last_index()
 
+    # -- search (SPEC §6) ----------------------------------------------------
+    def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
+               namespace: str | None = None) -> list[SearchResult]:
+        """The ``k`` cells whose open versions (head or alternatives, as of ``as_of``) best match
+        ``query`` by cosine over ``key: value``, best first, each read as of that index."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidOperation("query must be a non-empty string", field="query")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidOperation(f"k must be a positive integer, got {k!r}", field="k")
+        if as_of is not None and as_of < 0:
+            raise InvalidOperation(f"as_of must be a non-negative event index, got {as_of}", field="as_of")
+        ns = namespace or self.namespace
+        n, hits = self._vector_search().search(query, k, as_of, ns)
+        out = []
+        for h in hits:
+            t = self._timeline(UUID(h.cell), n)
+            assert t is not None  # an open version implies the cell has events up to n
+            matched = next(v.value for v in t.history().versions if v.vid == h.vid)
+            out.append(SearchResult(t.view(), h.score, matched))
+        return out
+
+    def rebuild_vectors(self) -> int:
+        """Drop the vector tables and cache file and rebuild them from the log; return its last index."""
+        return self._vector_search().rebuild()
+
+    def _vector_search(self) -> VectorSearch:
+        if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
+            from adapters.hashing_embedder import HashingEmbedder
+            from adapters.vector_search import VectorSearch
+
+            p = self.path
+            cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
+            self._vectors = VectorSearch(self.log_store, self._embedder or HashingEmbedder(),
+                                         self.vector_index, cache)
+        return self._vectors
+
     # -- projections ---------------------------------------------------------
     def _timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:
         with self._lock:
@@ -226,9 +276,9 @@ def _disclosures(disclose: Iterable[str]) -> frozenset[str]:
 
 
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
-               synchronous: str | None = None, reader: str = "projection") -> Store:
-    """Open (creating if needed) the store at ``path``."""
-    return Store(path, namespace=namespace, synchronous=synchronous, reader=reader)
+               synchronous: str | None = None, reader: str = "projection", **settings: Any) -> Store:
+    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``."""
+    return Store(path, namespace=namespace, synchronous=synchronous, reader=reader, **settings)
 
 
 __all__ = ["DEFAULT_TRUST", "Evidence", "Operation", "Store", "open_store"]

@@ -124,6 +124,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("stats", parents=[common], help="counts of events, cells, versions; projection positions")
 
+    se = sub.add_parser("search", parents=[common],
+                        help="cells best matching QUERY by `key: value` (JSON lines)")
+    se.add_argument("query")
+    se.add_argument("-k", type=int, default=12, help="how many cells (default 12)")
+    se.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")
+
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -146,6 +152,8 @@ def run(argv: Sequence[str]) -> int:
     ns = getattr(args, "namespace", None) or "default"
     for name in ("as_of", "after", "limit"):
         _check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
+    if args.command == "search" and args.k < 1:
+        raise UsageError(f"-k must be a positive number of cells, got {args.k}")
 
     if args.command == "rebuild":
         from adapters.sqlite_projection import PROJECTIONS
@@ -182,6 +190,8 @@ def run(argv: Sequence[str]) -> int:
             _emit(store.history(args.key, as_of=args.as_of).to_dict())
         elif args.command == "log":
             _emit_lines(store.log(after=args.after, limit=args.limit))
+        elif args.command == "search":
+            _emit_lines(r.to_dict() for r in store.search(args.query, args.k, as_of=args.as_of))
         elif args.command == "rebuild":
             _emit(store.rebuild(args.projection))
         elif args.command == "stats":

@@ -65,7 +65,7 @@ def main() -> None:
                 per_read = best(lambda s=s: [s.get(k) for k in sample], a.repeat) / len(sample)
                 out[f"{name}_get_ms"] = round(per_read * 1e3, 3)
                 half = a.ops // 2
-                per_read = best(lambda s=s: [s.get(k, as_of=half) for k in sample], a.repeat) / len(sample)
+                per_read = best(lambda s=s, half=half: [s.get(k, as_of=half) for k in sample], a.repeat) / len(sample)
                 out[f"{name}_get_as_of_ms"] = round(per_read * 1e3, 3)
                 out[f"{name}_frontier_s"] = round(best(s.frontier, a.repeat), 3)
     print(json.dumps(out))

@@ -1,0 +1,66 @@
+"""``pmem search`` as a user runs it (SPEC §9): JSON lines of cells with ``score``; bad input is one
+JSON error on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.test_cli import error, ok, pmem
+
+CELL_FIELDS = {"key", "value", "status", "alternatives", "namespace", "score", "matched"}
+
+
+def seed(db: Path) -> None:
+    ok(db, "accept", "5K PB", "27:12")  # 1
+    ok(db, "accept", "5K PB", "25:50")  # 2
+    ok(db, "accept", "home city", "Paris")  # 3
+    ok(db, "contest", "home city", "Lyon")  # 4
+    ok(db, "accept", "budget", "$30k")  # 5
+
+
+def test_search_prints_json_lines_of_cells_with_a_score_best_first(db_path: Path) -> None:
+    seed(db_path)
+    rows = ok(db_path, "search", "5k pb")
+    assert len(rows) == 3 and all(set(r) == CELL_FIELDS for r in rows)
+    assert rows[0] == {"key": "5k_pb", "value": "25:50", "status": "active", "alternatives": [],
+                       "namespace": "default", "score": rows[0]["score"], "matched": "25:50"}
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    (city,) = ok(db_path, "search", "home city lyon", "-k", "1")
+    assert (city["value"], city["status"], city["alternatives"], city["matched"]) == (
+        "Paris", "contested", ["Lyon"], "Lyon")
+
+
+def test_search_as_of_reads_the_cells_as_they_were(db_path: Path) -> None:
+    seed(db_path)
+    (then,) = ok(db_path, "search", "5k pb 27:12", "-k", "1", "--as-of", "1")
+    assert (then["value"], then["matched"]) == ("27:12", "27:12")
+    assert ok(db_path, "search", "anything", "--as-of", "0") == []
+    assert ok(db_path, "--namespace", "other", "search", "5k pb") == []
+
+
+def test_search_rebuilds_its_deleted_cache_file(db_path: Path) -> None:
+    seed(db_path)
+    before = ok(db_path, "search", "budget")
+    cache = db_path.with_name(db_path.name + ".vec-flat")
+    assert cache.exists()
+    cache.unlink()
+    assert ok(db_path, "search", "budget") == before and cache.exists()
+
+
+def test_a_bad_k_or_query_is_a_json_error(db_path: Path) -> None:
+    seed(db_path)
+    for args in (["-k", "0"], ["-k", "-2"], ["-k", "many"], ["--as-of", "-1"]):
+        err = error(pmem(db_path, "search", "budget", *args))
+        assert err["error"] == "usage", err
+    err = error(pmem(db_path, "search", "   "))
+    assert err["error"] == "invalid operation" and "query" in err["detail"]
+    err = error(pmem(db_path, "search"))
+    assert err["error"] == "usage"
+
+
+def test_reads_other_than_search_do_not_load_faiss_or_numpy() -> None:
+    code = ("import sys, adapters.cli, adapters.api; "
+            "sys.exit(bool({'faiss', 'numpy'} & set(sys.modules)))")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
