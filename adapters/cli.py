@@ -119,6 +119,12 @@ def _build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--after", type=int, default=0)
     lg.add_argument("--limit", type=int)
 
+    ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
+    ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
+    ing.add_argument("--extractor", default="template", help="template (default) or llm")
+    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
+                     help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
+
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -142,6 +148,8 @@ def run(argv: Sequence[str]) -> int:
     for name in ("as_of", "after", "limit"):
         _check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
 
+    if args.command == "ingest":
+        return _ingest(args, db, ns)
     ops = None
     if args.command == "apply":
         data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
@@ -171,6 +179,21 @@ def run(argv: Sequence[str]) -> int:
             _emit(store.history(args.key, as_of=args.as_of).to_dict())
         elif args.command == "log":
             _emit_lines(store.log(after=args.after, limit=args.limit))
+    return 0
+
+
+def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
+    from adapters.ingest import Ingestor, make_extractor, read_records
+
+    extractor = make_extractor(args.extractor)  # before the store exists: a bad choice creates nothing
+    fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
+    data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
+    source = "stdin" if args.file == "-" else os.path.basename(args.file)
+    from adapters.api import Store
+
+    with Store(db, namespace=ns) as store:
+        for receipt in Ingestor(store, extractor, source=source).run(read_records(data, fmt)):
+            _emit(receipt)
     return 0
 
 

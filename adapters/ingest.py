@@ -1,0 +1,178 @@
+"""Ingest: read records, extract facts, annotate each against its cell, write through the Store (SPEC §7).
+
+Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
+or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?}`` or a bare JSON string per line). Every
+record yields at least one receipt: a fact's receipt names the event it became, the op chosen and why,
+and the head after it; a record that gave no fact (or an observation the store refused as input) gets a
+receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
+
+Facts are written in stream order, in batches of distinct keys: a fact whose key is already waiting in
+the batch first flushes it, so each annotation sees the head its predecessors left.
+
+Ingest observes: running it twice on the same stream records every observation twice (a revision
+chain replays). A jsonl record's ``op_id`` makes it idempotent: a resent record appends nothing and
+gets its first receipt back (``"duplicate": true``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from adapters.api import Store
+from domain.errors import ExtractorNotConfigured, InvalidOperation
+from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
+from domain.extraction.facts import Extraction
+from domain.extraction.template import TemplateExtractor
+from domain.operations import Operation, parse_operation
+from domain.views import Receipt
+
+FORMATS = ("lines", "jsonl")
+EXTRACTORS = ("template", "llm")
+MAX_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One input record with the evidence fields it brought along."""
+
+    number: int  # 1-based line number in the input
+    text: str | None
+    source: str | None = None
+    trust: int | None = None
+    observed_at: str | None = None
+    op_id: str | None = None
+    problem: str | None = None  # why the record could not even be read
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, text: str, record: int) -> Extraction: ...
+
+
+def make_extractor(name: str) -> Extractor:
+    """The extractor called ``name``; ``llm`` is not wired up yet."""
+    if name == "template":
+        return TemplateExtractor()
+    if name == "llm":
+        raise ExtractorNotConfigured("llm extractor not configured (use --extractor template)")
+    raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
+                           field="extractor")
+
+
+def read_records(data: bytes, fmt: str) -> Iterator[Record]:
+    """Split ``data`` into records; unreadable ones carry the problem instead of text."""
+    if fmt not in FORMATS:
+        raise InvalidOperation(f"unknown format {fmt!r} (expected lines or jsonl)", field="format")
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield Record(n, None, problem=f"invalid UTF-8 at byte {e.start}")
+            continue
+        yield Record(n, line.rstrip("\r")) if fmt == "lines" else _json_record(n, line)
+
+
+def _json_record(n: int, line: str) -> Record:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        return Record(n, None, problem=f"malformed JSON: {e}")
+    if isinstance(obj, str):
+        return Record(n, obj)
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        return Record(n, None, problem="a jsonl record must be a string or an object with a string 'text'")
+    return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"))
+
+
+class Ingestor:
+    """Extract -> annotate -> write, one receipt (a dict) per fact or per record without facts."""
+
+    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest") -> None:
+        self.store = store
+        self.extractor = extractor
+        self.source = source
+        self._cells: dict[str, CellSnapshot] = {}
+
+    def run(self, records: Iterable[Record]) -> Iterator[dict[str, Any]]:
+        pending: list[tuple[Annotation, Operation, Record]] = []
+        keys: set[str] = set()
+        for record in records:
+            if record.text is None:
+                yield _unwritten(record, None, record.problem or "unreadable record")
+                continue
+            extraction = self.extractor.extract(record.text, record.number)
+            if not extraction.facts:
+                yield _unwritten(record, None, extraction.reason or "no facts")
+            for i, fact in enumerate(extraction.facts):
+                if fact.key in keys or len(pending) >= MAX_BATCH:
+                    yield from self._flush(pending)
+                    pending, keys = [], set()
+                annotation = annotate(fact, self._cell(fact.key))
+                try:
+                    op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
+                except InvalidOperation as e:
+                    yield _unwritten(record, fact.key, f"invalid observation: {e}")
+                    continue
+                pending.append((annotation, op, record))
+                keys.add(fact.key)
+        yield from self._flush(pending)
+
+    def _cell(self, key: str) -> CellSnapshot:
+        if key not in self._cells:
+            view = self.store.get(key)
+            self._cells[key] = EMPTY if view.value is None else CellSnapshot(view.value, view.status,
+                                                                            view.alternatives)
+        return self._cells[key]
+
+    def _op_dict(self, a: Annotation, record: Record, i: int) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": a.op, "key": a.fact.key, "value": a.fact.value, "text": a.fact.text,
+                             "source": record.source or f"{self.source}:{record.number}"}
+        if record.trust is not None:
+            d["trust"] = record.trust
+        if record.observed_at is not None:
+            d["observed_at"] = record.observed_at
+        if record.op_id is not None:
+            d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
+        return d
+
+    def _flush(self, pending: list[tuple[Annotation, Operation, Record]]) -> Iterator[dict[str, Any]]:
+        if not pending:
+            return
+        receipts = self.store.apply([op for _, op, _ in pending])
+        for (annotation, _, record), receipt in zip(pending, receipts, strict=True):
+            self._remember(annotation.fact.key, receipt)
+            yield _written(record, annotation, receipt)
+
+    def _remember(self, key: str, r: Receipt) -> None:
+        if r.duplicate:
+            self._cells.pop(key, None)  # an old receipt's head may be stale: read the cell when next needed
+        elif r.head is None:
+            self._cells[key] = EMPTY
+        elif r.head.status == "active":
+            self._cells[key] = CellSnapshot(r.head.value, "active")
+        else:
+            self._cells.pop(key, None)  # contested: read its alternatives back when next needed
+
+
+def _written(record: Record, a: Annotation, r: Receipt) -> dict[str, Any]:
+    d = r.to_dict()
+    if r.duplicate:  # the first receipt, not a fresh decision: the annotation's reasoning does not apply
+        d["reason"] = r.reason or "already recorded under this op_id"
+    else:
+        d["reason"] = r.reason or (a.invalid if not r.applied else None) or a.why
+    d["record"] = record.number
+    d["assertion"] = a.fact.status
+    d["form"] = a.fact.form
+    return d
+
+
+def _unwritten(record: Record, key: str | None, reason: str) -> dict[str, Any]:
+    return {"event_index": None, "key": key, "op": "noop", "applied": False, "reason": reason, "head": None,
+            "record": record.number, "text": record.text}
