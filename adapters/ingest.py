@@ -48,6 +48,10 @@ class Record:
     problem: str | None = None  # why the record could not even be read
 
 
+Pending = tuple[Annotation, Operation, Record] | dict[str, Any]
+"""A fact waiting to be written, or the finished receipt of a record that gives no write."""
+
+
 class Extractor(Protocol):
     name: str
 
@@ -101,15 +105,16 @@ class Ingestor:
         self._cells: dict[str, CellSnapshot] = {}
 
     def run(self, records: Iterable[Record]) -> Iterator[dict[str, Any]]:
-        pending: list[tuple[Annotation, Operation, Record]] = []
+        """Receipts in input order (a record without facts waits behind the facts still unwritten)."""
+        pending: list[Pending] = []
         keys: set[str] = set()
         for record in records:
             if record.text is None:
-                yield _unwritten(record, None, record.problem or "unreadable record")
+                pending.append(_unwritten(record, None, record.problem or "unreadable record"))
                 continue
             extraction = self.extractor.extract(record.text, record.number)
             if not extraction.facts:
-                yield _unwritten(record, None, extraction.reason or "no facts")
+                pending.append(_unwritten(record, None, extraction.reason or "no facts"))
             for i, fact in enumerate(extraction.facts):
                 if fact.key in keys or len(pending) >= MAX_BATCH:
                     yield from self._flush(pending)
@@ -118,7 +123,7 @@ class Ingestor:
                 try:
                     op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
                 except InvalidOperation as e:
-                    yield _unwritten(record, fact.key, f"invalid observation: {e}")
+                    pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
                     continue
                 pending.append((annotation, op, record))
                 keys.add(fact.key)
@@ -142,11 +147,15 @@ class Ingestor:
             d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
         return d
 
-    def _flush(self, pending: list[tuple[Annotation, Operation, Record]]) -> Iterator[dict[str, Any]]:
-        if not pending:
-            return
-        receipts = self.store.apply([op for _, op, _ in pending])
-        for (annotation, _, record), receipt in zip(pending, receipts, strict=True):
+    def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
+        writes = [p for p in pending if isinstance(p, tuple)]
+        receipts = iter(self.store.apply([op for _, op, _ in writes]) if writes else [])
+        for item in pending:
+            if isinstance(item, dict):
+                yield item
+                continue
+            annotation, _, record = item
+            receipt = next(receipts)
             self._remember(annotation.fact.key, receipt)
             yield _written(record, annotation, receipt)
 

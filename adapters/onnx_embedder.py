@@ -118,10 +118,12 @@ class OnnxEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
+        # Batch texts of similar length together (less padding to compute), then restore the order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = list(texts[start:start + self.batch_size])
-            out[start:start + len(batch)] = self._embed_batch(batch)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._embed_batch([texts[i] for i in rows])
         return out
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:

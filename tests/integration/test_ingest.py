@@ -197,3 +197,11 @@ def test_jsonl_records_with_an_op_id_are_ingested_once(store: pmem.Store) -> Non
     assert store.last_index() == last and all(r["duplicate"] for r in again)
     assert [(r["event_index"], r["op"], r["op_id"]) for r in again] == [
         (r["event_index"], r["op"], r["op_id"]) for r in first] == [(1, "accept", "watch-1"), (2, "accept", "watch-2")]
+
+
+def test_receipts_come_in_input_order_even_around_records_without_facts(store: pmem.Store) -> None:
+    data = b"My car is now blue.\nnothing to see\n\xff\nMy bike is now red.\nMy car is now green.\n"
+    receipts = list(Ingestor(store, TemplateExtractor()).run(read_records(data, "lines")))
+    assert [(r["record"], r["op"]) for r in receipts] == [
+        (1, "accept"), (2, "noop"), (3, "noop"), (4, "accept"), (5, "accept")]
+    assert [r["event_index"] for r in receipts] == [1, None, None, 2, 3]
