@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,12 +34,52 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
 
 
-def test_the_embedder_gives_unit_length_float32_rows_of_384(embedder: OnnxEmbedder) -> None:
-    texts = [t for pair in PARAPHRASES for t in pair] + ["", "x" * 5000]
-    v = embedder.embed(texts)
-    assert (embedder.name, embedder.dim) == ("minilm-l6-v2-int8", 384)
-    assert v.shape == (len(texts), 384) and v.dtype == np.float32
-    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+class EmbedderContract:
+    """What every embedder promises (the ``Embedder`` port); subclass with a ``subject`` fixture."""
+
+    TEXTS = [t for pair in PARAPHRASES for t in pair] + ["", "x" * 5000, "Zürich ist schön"]
+
+    def test_it_names_itself_and_its_dimension(self, subject: Any) -> None:
+        assert isinstance(subject.name, str) and subject.name
+        assert isinstance(subject.dim, int) and subject.dim > 0
+
+    def test_it_gives_one_unit_length_float32_row_per_text(self, subject: Any) -> None:
+        v = subject.embed(self.TEXTS)
+        assert v.shape == (len(self.TEXTS), subject.dim) and v.dtype == np.float32
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+    def test_rows_follow_the_order_of_the_texts_and_repeat_exactly(self, subject: Any) -> None:
+        v = subject.embed(self.TEXTS)
+        w = subject.embed(self.TEXTS[::-1])
+        assert np.allclose(v, w[::-1], atol=1e-5)
+
+    def test_no_texts_give_an_empty_matrix_and_one_string_is_refused(self, subject: Any) -> None:
+        assert subject.embed([]).shape == (0, subject.dim)
+        with pytest.raises(TypeError):
+            subject.embed("one string")
+
+
+class TestOnnxEmbedder(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder) -> OnnxEmbedder:
+        return embedder
+
+    def test_it_is_minilm_int8_with_384_dimensions(self, embedder: OnnxEmbedder) -> None:
+        assert (embedder.name, embedder.dim) == ("minilm-l6-v2-int8", 384)
+
+
+class TestCachedInMemory(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder) -> CachedEmbedder:
+        return CachedEmbedder(embedder, MemoryEmbeddingCache())
+
+
+class TestCachedInTheStoreFile(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder, db_path: Path) -> Iterator[CachedEmbedder]:
+        cache = SqliteEmbeddingCache(db_path)
+        yield CachedEmbedder(embedder, cache)
+        cache.close()
 
 
 def test_paraphrases_are_closer_than_unrelated_pairs(embedder: OnnxEmbedder) -> None:
