@@ -1,7 +1,8 @@
 """Ingest: read records, extract facts, annotate each against its cell, write through the Store (SPEC §7).
 
 Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
-or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?}`` or a bare JSON string per line). Every
+or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?}`` or a bare JSON
+string per line; ``confidence``, 0 to 1, replaces the extractor's own: below 0.6 the fact contests). Every
 record yields at least one receipt: a fact's receipt names the event it became, the op chosen and why,
 and the head after it; a record that gave no fact (or an observation the store refused as input) gets a
 receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
@@ -17,7 +18,7 @@ gets its first receipt back (``"duplicate": true``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
@@ -45,6 +46,7 @@ class Record:
     trust: int | None = None
     observed_at: str | None = None
     op_id: str | None = None
+    confidence: Any = None  # checked when used: a bad one makes an "invalid observation" receipt
     problem: str | None = None  # why the record could not even be read
 
 
@@ -92,7 +94,8 @@ def _json_record(n: int, line: str) -> Record:
         return Record(n, obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return Record(n, None, problem="a jsonl record must be a string or an object with a string 'text'")
-    return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"))
+    return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"),
+                  obj.get("confidence"))
 
 
 class Ingestor:
@@ -113,6 +116,14 @@ class Ingestor:
                 pending.append(_unwritten(record, None, record.problem or "unreadable record"))
                 continue
             extraction = self.extractor.extract(record.text, record.number)
+            if record.confidence is not None and extraction.facts:
+                if not _is_confidence(record.confidence):
+                    pending.append(_unwritten(record, extraction.facts[0].key,
+                                              f"invalid observation: 'confidence' must be a number from 0 to 1, "
+                                              f"got {record.confidence!r}"))
+                    continue
+                extraction = replace(extraction, facts=tuple(replace(f, confidence=float(record.confidence))
+                                                             for f in extraction.facts))
             if not extraction.facts:
                 pending.append(_unwritten(record, None, extraction.reason or "no facts"))
             for i, fact in enumerate(extraction.facts):
@@ -168,6 +179,10 @@ class Ingestor:
             self._cells[key] = CellSnapshot(r.head.value, "active")
         else:
             self._cells.pop(key, None)  # contested: read its alternatives back when next needed
+
+
+def _is_confidence(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x <= 1
 
 
 def _written(record: Record, a: Annotation, r: Receipt) -> dict[str, Any]:

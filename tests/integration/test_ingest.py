@@ -205,3 +205,14 @@ def test_receipts_come_in_input_order_even_around_records_without_facts(store: p
     assert [(r["record"], r["op"]) for r in receipts] == [
         (1, "accept"), (2, "noop"), (3, "noop"), (4, "accept"), (5, "accept")]
     assert [r["event_index"] for r in receipts] == [1, None, None, 2, 3]
+
+
+def test_a_jsonl_confidence_below_the_threshold_contests_instead_of_superseding(store: pmem.Store) -> None:
+    data = (b'{"text": "My flight is now at 9:00."}\n'
+            b'{"text": "My flight is now at 7:30.", "confidence": 0.4}\n'
+            b'{"text": "My flight is now at 8:15.", "confidence": 0.95}\n'
+            b'{"text": "My flight is now at 6:00.", "confidence": "high"}\n')
+    receipts = list(Ingestor(store, TemplateExtractor()).run(read_records(data, "jsonl")))
+    assert [r["op"] for r in receipts] == ["accept", "contest", "accept", "noop"]
+    assert "confidence 0.40" in receipts[1]["reason"] and "confidence" in receipts[3]["reason"]
+    assert receipts[3]["event_index"] is None and store.get("flight").value == "at 8:15"
