@@ -23,7 +23,7 @@ from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
 from domain.views import CellView, History, Receipt
-from projections.replay import ReplayReader, empty_view
+from projections.replay import ReplayReader, empty_view, fold
 
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 
@@ -107,6 +107,14 @@ class Store:
         modes = _disclosures(disclose)
         t = self.reader.timeline(cell_id(ns, k), as_of)
         return empty_view(ns, k) if t is None else t.view(modes)
+
+    def get_many(self, keys: Iterable[str], *, namespace: str | None = None) -> dict[str, CellView]:
+        """The current view of each key (normalised key -> view, empty cells included), in one read."""
+        ns = namespace or self.namespace
+        wanted = {normalize_key(k) for k in keys}
+        ids = {cell_id(ns, k): k for k in wanted}
+        found = fold(e for events in self.log_store.cell_events(list(ids)).values() for e in events)
+        return {k: found[cid].view() if cid in found else empty_view(ns, k) for cid, k in ids.items()}
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
                  namespace: str | None = None) -> list[CellView]:

@@ -26,7 +26,7 @@ import orjson
 from adapters.api import Store
 from domain.errors import ExtractorNotConfigured, InvalidOperation
 from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
-from domain.extraction.facts import Extraction
+from domain.extraction.facts import Extraction, Fact
 from domain.extraction.template import TemplateExtractor
 from domain.operations import Operation, parse_operation
 from domain.views import Receipt
@@ -34,6 +34,8 @@ from domain.views import Receipt
 FORMATS = ("lines", "jsonl")
 EXTRACTORS = ("template", "llm")
 MAX_BATCH = 1000
+READ_CHUNK = 2000  # records extracted, and their cells read, at a time
+MAX_CACHED_CELLS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,41 +113,55 @@ class Ingestor:
         """Receipts in input order (a record without facts waits behind the facts still unwritten)."""
         pending: list[Pending] = []
         keys: set[str] = set()
-        for record in records:
-            if record.text is None:
-                pending.append(_unwritten(record, None, record.problem or "unreadable record"))
-                continue
-            extraction = self.extractor.extract(record.text, record.number)
-            if record.confidence is not None and extraction.facts:
-                if not _is_confidence(record.confidence):
-                    pending.append(_unwritten(record, extraction.facts[0].key,
-                                              f"invalid observation: 'confidence' must be a number from 0 to 1, "
-                                              f"got {record.confidence!r}"))
-                    continue
-                extraction = replace(extraction, facts=tuple(replace(f, confidence=float(record.confidence))
-                                                             for f in extraction.facts))
-            if not extraction.facts:
-                pending.append(_unwritten(record, None, extraction.reason or "no facts"))
-            for i, fact in enumerate(extraction.facts):
-                if fact.key in keys or len(pending) >= MAX_BATCH:
-                    yield from self._flush(pending)
-                    pending, keys = [], set()
-                annotation = annotate(fact, self._cell(fact.key))
-                try:
-                    op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
-                except InvalidOperation as e:
-                    pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
-                    continue
-                pending.append((annotation, op, record))
-                keys.add(fact.key)
+        for chunk in _chunks(records, READ_CHUNK):
+            extracted = [(r, None if r.text is None else self.extractor.extract(r.text, r.number)) for r in chunk]
+            self._prefetch({f.key for _, x in extracted if x is not None for f in x.facts})
+            for record, extraction in extracted:
+                for item in self._facts(record, extraction):
+                    if isinstance(item, dict):
+                        pending.append(item)
+                        continue
+                    fact, i = item
+                    if fact.key in keys or len(pending) >= MAX_BATCH:
+                        yield from self._flush(pending)  # so the annotation sees the head those left
+                        pending, keys = [], set()
+                    annotation = annotate(fact, self._cell(fact.key))
+                    try:
+                        op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
+                    except InvalidOperation as e:
+                        pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
+                        continue
+                    pending.append((annotation, op, record))
+                    keys.add(fact.key)
         yield from self._flush(pending)
 
+    @staticmethod
+    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any]]:
+        """The record's facts (with their position), or the receipt saying why it has none to write."""
+        if extraction is None:
+            yield _unwritten(record, None, record.problem or "unreadable record")
+        elif not extraction.facts:
+            yield _unwritten(record, None, extraction.reason or "no facts")
+        elif record.confidence is not None and not _is_confidence(record.confidence):
+            yield _unwritten(record, extraction.facts[0].key, "invalid observation: 'confidence' must be a "
+                             f"number from 0 to 1, got {record.confidence!r}")
+        else:
+            for i, fact in enumerate(extraction.facts):
+                yield (fact if record.confidence is None else replace(fact, confidence=float(record.confidence))), i
+
     def _cell(self, key: str) -> CellSnapshot:
-        if key not in self._cells:
-            view = self.store.get(key)
+        if key not in self._cells:  # forgotten since the prefetch (contested, or a resent op_id)
+            self._prefetch({key})
+        return self._cells[key]
+
+    def _prefetch(self, keys: set[str]) -> None:
+        """Read the heads of the keys not known yet, in one go."""
+        if len(self._cells) > MAX_CACHED_CELLS:
+            self._cells.clear()
+        missing = [k for k in keys if k not in self._cells]
+        for key, view in (self.store.get_many(missing).items() if missing else ()):
             self._cells[key] = EMPTY if view.value is None else CellSnapshot(view.value, view.status,
                                                                             view.alternatives)
-        return self._cells[key]
 
     def _op_dict(self, a: Annotation, record: Record, i: int) -> dict[str, Any]:
         d: dict[str, Any] = {"op": a.op, "key": a.fact.key, "value": a.fact.value, "text": a.fact.text,
@@ -179,6 +195,17 @@ class Ingestor:
             self._cells[key] = CellSnapshot(r.head.value, "active")
         else:
             self._cells.pop(key, None)  # contested: read its alternatives back when next needed
+
+
+def _chunks(items: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _is_confidence(x: Any) -> bool:

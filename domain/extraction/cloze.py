@@ -72,8 +72,12 @@ class Cloze:
     relation: str
     pattern: re.Pattern[str]
     specificity: int  # characters of literal text; more is more specific
+    prefix: str
+    middle: str
 
     def match(self, sentence: str) -> tuple[str, str] | None:
+        if not sentence.startswith(self.prefix) or self.middle not in sentence:
+            return None  # the cheap test first: most templates fail it
         m = self.pattern.fullmatch(sentence)
         if m is None:
             return None
@@ -87,7 +91,7 @@ def compile_template(pid: str, template: str, relation: str) -> Cloze:
         raise ValueError(f"template {pid} is not of the form '...[X]...__': {template!r}")
     prefix, middle = template[:-2].split("[X]")
     pattern = re.compile(f"{re.escape(prefix)}(?P<s>.+?){re.escape(middle)}(?P<o>.+)", re.S)
-    return Cloze(pid, template, relation, pattern, len(prefix) + len(middle))
+    return Cloze(pid, template, relation, pattern, len(prefix) + len(middle), prefix, middle)
 
 
 CLOZES: tuple[Cloze, ...] = tuple(sorted(

@@ -216,3 +216,22 @@ def test_a_jsonl_confidence_below_the_threshold_contests_instead_of_superseding(
     assert [r["op"] for r in receipts] == ["accept", "contest", "accept", "noop"]
     assert "confidence 0.40" in receipts[1]["reason"] and "confidence" in receipts[3]["reason"]
     assert receipts[3]["event_index"] is None and store.get("flight").value == "at 8:15"
+
+
+def test_an_open_alternative_can_be_withdrawn_in_the_same_stream(store: pmem.Store) -> None:
+    data = b"My desk is now A.\nMaybe my desk is now B.\nMy desk is no longer B.\nMy desk is no longer C.\n"
+    receipts = list(Ingestor(store, TemplateExtractor()).run(read_records(data, "lines")))
+    assert [(r["op"], r["applied"]) for r in receipts] == [
+        ("accept", True), ("contest", True), ("revoke", True), ("noop", False)]
+    assert receipts[3]["reason"] == "revoke target not open"
+    assert store.get("desk").status == "active"
+
+
+def test_get_many_reads_what_get_reads(store: pmem.Store) -> None:
+    store.apply([{"op": "accept", "key": "a", "value": "1"}, {"op": "accept", "key": "b", "value": "2"},
+                 {"op": "contest", "key": "b", "value": "3"}, {"op": "contest", "key": "c", "value": "4"}])
+    views = store.get_many(["a", "B", "c", "never"])
+    assert set(views) == {"a", "b", "c", "never"}
+    for key, view in views.items():
+        assert view == store.get(key)
+    assert (views["b"].status, views["b"].alternatives, views["never"].status) == ("contested", ("3",), "empty")
