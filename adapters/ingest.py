@@ -8,7 +8,9 @@ and the head after it; a record that gave no fact (or an observation the store r
 receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
 
 Facts are written in stream order, in batches of distinct keys: a fact whose key is already waiting in
-the batch first flushes it, so each annotation sees the head its predecessors left.
+the batch first flushes it, so each annotation sees the head its predecessors left. (A concurrent writer
+can change a head between the read and the write; the domain still decides on the cell as it is, so
+the worst case is a recorded ``noop`` where a fresh read would have chosen another op.)
 
 Ingest observes: running it twice on the same stream records every observation twice (a revision
 chain replays). A jsonl record's ``op_id`` makes it idempotent: a resent record appends nothing and
