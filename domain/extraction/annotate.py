@@ -3,8 +3,8 @@
 Rules, first match wins:
 
 1. correction cue (op hint ``reject``, or the record opens with ``Correction:``/``Actually,``/...) -> ``reject v``
-2. retraction (status ``withdrawn``, op hint ``revoke``, or "reported in error"/"retract" in the record)
-   -> ``revoke v``
+2. retraction (status ``withdrawn``, op hint ``revoke``, or "reported in error"/"retract"/"no longer" in
+   the record outside the value) -> ``revoke v``
 3. hedged, or confidence below 0.6 -> ``contest v`` (the cell asks instead of guessing)
 4. ``v`` equals the head -> ``support``
 5. otherwise -> ``accept v``
@@ -60,7 +60,8 @@ def choose(fact: Fact, cell: CellSnapshot) -> tuple[str, str]:
     """The op for ``fact`` on ``cell`` by the rules above, with the reason in words."""
     if fact.op_hint == "reject" or _CORRECTION_CUE.match(fact.text):
         return "reject", "correction cue: the head is recorded as wrong"
-    if fact.status == "withdrawn" or fact.op_hint == "revoke" or _RETRACTION_CUE.search(fact.text):
+    if fact.status == "withdrawn" or fact.op_hint == "revoke" or _RETRACTION_CUE.search(
+            fact.text.replace(fact.value, " ")):  # a cue inside the value itself ("famous for No Longer") is none
         return "revoke", "retraction: the value is withdrawn"
     if fact.status == "hedged" or fact.op_hint == "contest" or fact.confidence < LOW_CONFIDENCE:
         return "contest", f"{fact.status} (confidence {fact.confidence:.2f}): held open, not superseding"

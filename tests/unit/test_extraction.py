@@ -140,3 +140,10 @@ def test_low_confidence_contests_even_when_asserted() -> None:
     weak = Fact(f.key, f.value, "asserted", "accept", 0.4, f.record, f.text, f.form)
     assert annotate(weak, CellSnapshot("Cusco", "active")).op == "contest"
     assert annotate(f, CellSnapshot("Cusco", "active")).op == "accept"
+
+
+def test_cue_words_inside_a_value_are_not_cues() -> None:
+    f = one("Prince is famous for No Longer at Ease.")
+    assert annotate(f, EMPTY).op == "accept"
+    plain = Fact("cup.location", "desk", "asserted", "accept", 0.9, 1, "cup at desk (retracted)", "llm")
+    assert annotate(plain, CellSnapshot("desk", "active")).op == "revoke"  # another extractor's unmarked cue
