@@ -29,7 +29,7 @@ from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operat
 from domain.views import CellView, History, Receipt
 from projections.frontier_view import ProjectedCell
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
-from projections.replay import ReplayReader, Timeline, empty_view
+from projections.replay import ReplayReader, Timeline, empty_view, fold
 from projections.vectors import SearchResult
 
 if TYPE_CHECKING:
@@ -147,6 +147,14 @@ class Store:
         modes = _disclosures(disclose)
         t = self._timeline(cell_id(ns, k), as_of)
         return empty_view(ns, k) if t is None else t.view(modes)
+
+    def get_many(self, keys: Iterable[str], *, namespace: str | None = None) -> dict[str, CellView]:
+        """The current view of each key (normalised key -> view, empty cells included), in one read."""
+        ns = namespace or self.namespace
+        wanted = {normalize_key(k) for k in keys}
+        ids = {cell_id(ns, k): k for k in wanted}
+        found = fold(e for events in self.log_store.cell_events(list(ids)).values() for e in events)
+        return {k: found[cid].view() if cid in found else empty_view(ns, k) for cid, k in ids.items()}
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
                  namespace: str | None = None) -> list[CellView]:

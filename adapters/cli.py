@@ -130,6 +130,12 @@ def _build_parser() -> argparse.ArgumentParser:
     se.add_argument("-k", type=int, default=12, help="how many cells (default 12)")
     se.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")
 
+    ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
+    ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
+    ing.add_argument("--extractor", default="template", help="template (default) or llm")
+    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
+                     help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
+
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -155,6 +161,8 @@ def run(argv: Sequence[str]) -> int:
     if args.command == "search" and args.k < 1:
         raise UsageError(f"-k must be a positive number of cells, got {args.k}")
 
+    if args.command == "ingest":
+        return _ingest(args, db, ns)
     if args.command == "rebuild":
         from adapters.sqlite_projection import PROJECTIONS
 
@@ -196,6 +204,21 @@ def run(argv: Sequence[str]) -> int:
             _emit(store.rebuild(args.projection))
         elif args.command == "stats":
             _emit(store.stats())
+    return 0
+
+
+def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
+    from adapters.ingest import Ingestor, make_extractor, read_records
+
+    extractor = make_extractor(args.extractor)  # before the store exists: a bad choice creates nothing
+    fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
+    data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
+    source = "stdin" if args.file == "-" else os.path.basename(args.file)
+    from adapters.api import Store
+
+    with Store(db, namespace=ns) as store:
+        for receipt in Ingestor(store, extractor, source=source).run(read_records(data, fmt)):
+            _emit(receipt)
     return 0
 
 

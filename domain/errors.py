@@ -5,8 +5,10 @@
     │   └── InvalidBatch        one line of a batch is bad; names the line, nothing was written
     ├── StoreError              the store cannot do what was asked (adapters translate library errors)
     │   ├── StoreUnavailable    the database cannot be opened, read or written
-    │   └── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
-    └── UnknownProjection       a projection name that does not exist
+    │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
+    │   └── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
+    ├── UnknownProjection       a projection name that does not exist
+    └── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
 
 Each error carries a one-line message that says what was wrong and where.
 """
@@ -58,7 +60,19 @@ class ConflictRetriesExhausted(StoreError):
     kind = "conflict"
 
 
+class EmbedderUnavailable(StoreError):
+    """The embedding model or its tokenizer cannot be found, verified or loaded."""
+
+    kind = "embedder unavailable"
+
+
 class UnknownProjection(PmemError, ValueError):
     """No projection has that name."""
 
     kind = "unknown projection"
+
+
+class ExtractorNotConfigured(PmemError):
+    """The requested extractor (e.g. ``llm``) is not set up on this installation."""
+
+    kind = "extractor not configured"

@@ -1,0 +1,231 @@
+"""Ingest: read records, extract facts, annotate each against its cell, write through the Store (SPEC §7).
+
+Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
+or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?}`` or a bare JSON
+string per line; ``confidence``, 0 to 1, replaces the extractor's own: below 0.6 the fact contests). Every
+record yields at least one receipt: a fact's receipt names the event it became, the op chosen and why,
+and the head after it; a record that gave no fact (or an observation the store refused as input) gets a
+receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
+
+Facts are written in stream order, in batches of distinct keys: a fact whose key is already waiting in
+the batch first flushes it, so each annotation sees the head its predecessors left. (A concurrent writer
+can change a head between the read and the write; the domain still decides on the cell as it is, so
+the worst case is a recorded ``noop`` where a fresh read would have chosen another op.)
+
+Ingest observes: running it twice on the same stream records every observation twice (a revision
+chain replays). A jsonl record's ``op_id`` makes it idempotent: a resent record appends nothing and
+gets its first receipt back (``"duplicate": true``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import orjson
+
+from adapters.api import Store
+from domain.errors import ExtractorNotConfigured, InvalidOperation
+from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
+from domain.extraction.facts import Extraction, Fact
+from domain.extraction.template import TemplateExtractor
+from domain.operations import Operation, parse_operation
+from domain.views import Receipt
+
+FORMATS = ("lines", "jsonl")
+EXTRACTORS = ("template", "llm")
+MAX_BATCH = 1000
+READ_CHUNK = 2000  # records extracted, and their cells read, at a time
+MAX_CACHED_CELLS = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One input record with the evidence fields it brought along."""
+
+    number: int  # 1-based line number in the input
+    text: str | None
+    source: str | None = None
+    trust: int | None = None
+    observed_at: str | None = None
+    op_id: str | None = None
+    confidence: Any = None  # checked when used: a bad one makes an "invalid observation" receipt
+    problem: str | None = None  # why the record could not even be read
+
+
+Pending = tuple[Annotation, Operation, Record] | dict[str, Any]
+"""A fact waiting to be written, or the finished receipt of a record that gives no write."""
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, text: str, record: int) -> Extraction: ...
+
+
+def make_extractor(name: str) -> Extractor:
+    """The extractor called ``name``; ``llm`` is not wired up yet."""
+    if name == "template":
+        return TemplateExtractor()
+    if name == "llm":
+        raise ExtractorNotConfigured("llm extractor not configured (use --extractor template)")
+    raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
+                           field="extractor")
+
+
+def read_records(data: bytes, fmt: str) -> Iterator[Record]:
+    """Split ``data`` into records; unreadable ones carry the problem instead of text."""
+    if fmt not in FORMATS:
+        raise InvalidOperation(f"unknown format {fmt!r} (expected lines or jsonl)", field="format")
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield Record(n, None, problem=f"invalid UTF-8 at byte {e.start}")
+            continue
+        yield Record(n, line.rstrip("\r")) if fmt == "lines" else _json_record(n, line)
+
+
+def _json_record(n: int, line: str) -> Record:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        return Record(n, None, problem=f"malformed JSON: {e}")
+    if isinstance(obj, str):
+        return Record(n, obj)
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        return Record(n, None, problem="a jsonl record must be a string or an object with a string 'text'")
+    return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"),
+                  obj.get("confidence"))
+
+
+class Ingestor:
+    """Extract -> annotate -> write, one receipt (a dict) per fact or per record without facts."""
+
+    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest") -> None:
+        self.store = store
+        self.extractor = extractor
+        self.source = source
+        self._cells: dict[str, CellSnapshot] = {}
+
+    def run(self, records: Iterable[Record]) -> Iterator[dict[str, Any]]:
+        """Receipts in input order (a record without facts waits behind the facts still unwritten)."""
+        pending: list[Pending] = []
+        keys: set[str] = set()
+        for chunk in _chunks(records, READ_CHUNK):
+            extracted = [(r, None if r.text is None else self.extractor.extract(r.text, r.number)) for r in chunk]
+            self._prefetch({f.key for _, x in extracted if x is not None for f in x.facts})
+            for record, extraction in extracted:
+                for item in self._facts(record, extraction):
+                    if isinstance(item, dict):
+                        pending.append(item)
+                        continue
+                    fact, i = item
+                    if fact.key in keys or len(pending) >= MAX_BATCH:
+                        yield from self._flush(pending)  # so the annotation sees the head those left
+                        pending, keys = [], set()
+                    annotation = annotate(fact, self._cell(fact.key))
+                    try:
+                        op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
+                    except InvalidOperation as e:
+                        pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
+                        continue
+                    pending.append((annotation, op, record))
+                    keys.add(fact.key)
+        yield from self._flush(pending)
+
+    @staticmethod
+    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any]]:
+        """The record's facts (with their position), or the receipt saying why it has none to write."""
+        if extraction is None:
+            yield _unwritten(record, None, record.problem or "unreadable record")
+        elif not extraction.facts:
+            yield _unwritten(record, None, extraction.reason or "no facts")
+        elif record.confidence is not None and not _is_confidence(record.confidence):
+            yield _unwritten(record, extraction.facts[0].key, "invalid observation: 'confidence' must be a "
+                             f"number from 0 to 1, got {record.confidence!r}")
+        else:
+            for i, fact in enumerate(extraction.facts):
+                yield (fact if record.confidence is None else replace(fact, confidence=float(record.confidence))), i
+
+    def _cell(self, key: str) -> CellSnapshot:
+        if key not in self._cells:  # forgotten since the prefetch (contested, or a resent op_id)
+            self._prefetch({key})
+        return self._cells[key]
+
+    def _prefetch(self, keys: set[str]) -> None:
+        """Read the heads of the keys not known yet, in one go."""
+        if len(self._cells) > MAX_CACHED_CELLS:
+            self._cells.clear()
+        missing = [k for k in keys if k not in self._cells]
+        for key, view in (self.store.get_many(missing).items() if missing else ()):
+            self._cells[key] = EMPTY if view.value is None else CellSnapshot(view.value, view.status,
+                                                                            view.alternatives)
+
+    def _op_dict(self, a: Annotation, record: Record, i: int) -> dict[str, Any]:
+        d: dict[str, Any] = {"op": a.op, "key": a.fact.key, "value": a.fact.value, "text": a.fact.text,
+                             "source": record.source or f"{self.source}:{record.number}"}
+        if record.trust is not None:
+            d["trust"] = record.trust
+        if record.observed_at is not None:
+            d["observed_at"] = record.observed_at
+        if record.op_id is not None:
+            d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
+        return d
+
+    def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
+        writes = [p for p in pending if isinstance(p, tuple)]
+        receipts = iter(self.store.apply([op for _, op, _ in writes]) if writes else [])
+        for item in pending:
+            if isinstance(item, dict):
+                yield item
+                continue
+            annotation, _, record = item
+            receipt = next(receipts)
+            self._remember(annotation.fact.key, receipt)
+            yield _written(record, annotation, receipt)
+
+    def _remember(self, key: str, r: Receipt) -> None:
+        if r.duplicate:
+            self._cells.pop(key, None)  # an old receipt's head may be stale: read the cell when next needed
+        elif r.head is None:
+            self._cells[key] = EMPTY
+        elif r.head.status == "active":
+            self._cells[key] = CellSnapshot(r.head.value, "active")
+        else:
+            self._cells.pop(key, None)  # contested: read its alternatives back when next needed
+
+
+def _chunks(items: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _is_confidence(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x <= 1
+
+
+def _written(record: Record, a: Annotation, r: Receipt) -> dict[str, Any]:
+    d = r.to_dict()
+    if r.duplicate:  # the first receipt, not a fresh decision: the annotation's reasoning does not apply
+        d["reason"] = r.reason or "already recorded under this op_id"
+    else:
+        d["reason"] = r.reason or (a.invalid if not r.applied else None) or a.why
+    d["record"] = record.number
+    d["assertion"] = a.fact.status
+    d["form"] = a.fact.form
+    return d
+
+
+def _unwritten(record: Record, key: str | None, reason: str) -> dict[str, Any]:
+    return {"event_index": None, "key": key, "op": "noop", "applied": False, "reason": reason, "head": None,
+            "record": record.number, "text": record.text}

@@ -1,0 +1,113 @@
+"""The template extractor: fixed sentence forms -> facts, with no model and no I/O.
+
+Forms, tried in this order on each record (a leading ``"<n>. "`` serial number is dropped first):
+
+1. ALFWorld revision events, key ``<object>.location``:
+   ``Earlier observation: {obj} was in {loc}.`` -> accept ``loc``;
+   ``Update: {obj} has been moved from {a} to {b}.`` -> accept ``b`` (``a`` kept as ``previous``);
+   ``The move of {obj} to {b} was reported in error.`` -> withdrawn, revoke ``b``.
+2. Personal statements, key ``X``: ``my|the|our X is now Y`` -> accept ``Y``; ``... X is no longer Y``
+   -> withdrawn, revoke ``Y``. A lead-in sets the status: hedges (``I think``, ``maybe``, ...) ->
+   ``hedged`` (op hint ``contest``); ``<someone> says (that)`` / ``according to <someone>,`` ->
+   ``reported``; correction cues (``Correction:``, ``Actually,``, ...) -> op hint ``reject``.
+3. The 44 FactConsolidation cloze templates (:mod:`domain.extraction.cloze`), key
+   ``<subject>.<relation>`` -> accept the object.
+
+A record that fits none, or whose key or value comes out empty, yields no fact and says why.
+"""
+
+from __future__ import annotations
+
+import re
+
+from domain.extraction.cloze import match_cloze
+from domain.extraction.facts import CONFIDENCE, Extraction, Fact, OpHint, Status, personal_key, subject_key
+
+_SERIAL = re.compile(r"(\d+)\.\s+(.*)", re.S)
+_OBSERVED = re.compile(r"Earlier observation:\s*(?P<obj>.+?) was in (?P<loc>.+)", re.S | re.I)
+_MOVED = re.compile(r"Update:\s*(?P<obj>.+?) has been moved from (?P<a>.+?) to (?P<b>.+)", re.S | re.I)
+_RETRACTED = re.compile(r"The move of (?P<obj>.+?) to (?P<b>.+?) was reported in error", re.S | re.I)
+_STATEMENT = re.compile(r"(?:my|the|our)\s+(?P<x>.+?)\s+(?:is|are)\s+(?P<neg>no longer|now)\s+(?P<y>.+)",
+                        re.S | re.I)
+_HEDGE = re.compile(r"(?:i think|i guess|i believe|maybe|perhaps|probably|possibly|i'm not sure,? but)\s*,?\s+",
+                    re.I)
+_REPORTED = re.compile(r"(?:(?:[\w.' -]{1,40}?)\s+(?:says|said|told me)(?:\s+that)?|according to [^,]{1,60},)\s+",
+                       re.I)
+_CORRECTION = re.compile(r"(?:correction\s*:|actually\s*,?|no\s*,\s*wait\s*,?|sorry\s*,|i was wrong\s*,)\s*", re.I)
+
+
+def _sentence(text: str) -> str:
+    """Trim the record and one final full stop (``Washington, D.C..`` keeps its own dot)."""
+    s = text.strip()
+    return s[:-1].rstrip() if s.endswith(".") else s
+
+
+class TemplateExtractor:
+    """Records -> facts by the fixed forms above. Deterministic and pure."""
+
+    name = "template"
+
+    def extract(self, text: str, record: int) -> Extraction:
+        """The facts of one record (1-based ``record`` number), or the reason there are none."""
+        body = text.strip()
+        if not body:
+            return Extraction(record, text, reason="empty record")
+        serial = _SERIAL.fullmatch(body)
+        if serial is not None:
+            body = serial.group(2)
+        sentence = _sentence(body)
+        for form in (self._alfworld, self._statement, self._cloze):
+            found = form(sentence, record, text)
+            if found is not None:
+                return found
+        return Extraction(record, text, reason="no template matched")
+
+    # -- the forms -----------------------------------------------------------
+    def _alfworld(self, s: str, record: int, text: str) -> Extraction | None:
+        if m := _OBSERVED.fullmatch(s):
+            return _fact(record, text, "alfworld.observation", subject_key(m["obj"], "location"), m["loc"],
+                         "asserted", "accept")
+        if m := _MOVED.fullmatch(s):
+            return _fact(record, text, "alfworld.move", subject_key(m["obj"], "location"), m["b"],
+                         "asserted", "accept", previous=m["a"].strip())
+        if m := _RETRACTED.fullmatch(s):
+            return _fact(record, text, "alfworld.retraction", subject_key(m["obj"], "location"), m["b"],
+                         "withdrawn", "revoke")
+        return None
+
+    def _statement(self, s: str, record: int, text: str) -> Extraction | None:
+        status: Status = "asserted"
+        hint: OpHint = "accept"
+        rest = s
+        if m := _CORRECTION.match(rest):
+            hint, rest = "reject", rest[m.end():]
+        if m := _HEDGE.match(rest):
+            status, rest = "hedged", rest[m.end():]
+            hint = "contest" if hint == "accept" else hint
+        elif m := _REPORTED.match(rest):
+            status, rest = "reported", rest[m.end():]
+        m = _STATEMENT.fullmatch(rest)
+        if m is None:
+            return None
+        if m["neg"].lower() == "no longer":
+            status, hint = "withdrawn", "revoke"
+        return _fact(record, text, "statement", personal_key(m["x"]), m["y"], status, hint)
+
+    def _cloze(self, s: str, record: int, text: str) -> Extraction | None:
+        found = match_cloze(s)
+        if found is None:
+            return None
+        cloze, subject, obj = found
+        return _fact(record, text, f"cloze:{cloze.pid}", subject_key(subject, cloze.relation), obj,
+                     "asserted", "accept")
+
+
+def _fact(record: int, text: str, form: str, key: str, value: str, status: Status, hint: OpHint,
+          previous: str | None = None) -> Extraction:
+    value = value.strip()
+    if not key:
+        return Extraction(record, text, reason=f"{form}: the key is empty after normalisation")
+    if not value:
+        return Extraction(record, text, reason=f"{form}: the value is empty")
+    fact = Fact(key, value, status, hint, CONFIDENCE[status], record, text, form, previous)
+    return Extraction(record, text, facts=(fact,))

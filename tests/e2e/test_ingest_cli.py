@@ -1,0 +1,55 @@
+"""``pmem ingest`` as a user runs it: records in, one receipt per fact (or per record without one) out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED
+from tests.e2e.test_cli import error, ok, pmem
+
+CONTEXT = SHARED / "data" / "factconsolidation" / "factconsolidation_6k_context.txt"
+
+
+@pytest.mark.skipif(not CONTEXT.is_file(), reason=f"shared data missing: {CONTEXT}")
+def test_ingesting_the_6k_context_leaves_a_frontier_of_294_cells(db_path: Path) -> None:
+    receipts = ok(db_path, "ingest", str(CONTEXT))
+    assert len(receipts) == 456  # the header line, then one receipt per fact
+    assert receipts[0]["event_index"] is None and receipts[0]["reason"] == "no template matched"
+    assert [r["record"] for r in receipts] == list(range(1, 457))
+    assert {r["op"] for r in receipts[1:]} == {"accept"}
+    assert {"event_index", "op", "reason", "head", "record", "key", "applied"} <= set(receipts[1])
+    frontier = ok(db_path, "frontier")
+    assert len(frontier) == 294
+    cell = ok(db_path, "get", "united states of america.capital", "--disclose", "history")[0]
+    assert cell["value"] == "Harrisville"  # fact 396 overrides fact 247 (a counterfactual edit)
+    assert cell["history"][0]["value"] == "Washington, D.C." and cell["history"][0]["status"] == "superseded"
+
+
+def test_ingest_reads_jsonl_from_standard_input(db_path: Path) -> None:
+    data = (b'{"text": "Earlier observation: mug 1 was in cabinet 2."}\n'
+            b'"The move of mug 1 to cabinet 2 was reported in error."\n')
+    receipts = ok(db_path, "ingest", "-", "--format", "jsonl", stdin=data)
+    assert [(r["record"], r["op"], r["head"]) for r in receipts] == [
+        (1, "accept", {"value": "cabinet 2", "status": "active"}), (2, "revoke", None)]
+    assert ok(db_path, "get", "mug 1.location")[0]["status"] == "empty"
+
+
+def test_a_jsonl_file_is_read_as_jsonl_by_its_name(db_path: Path, tmp_path: Path) -> None:
+    f = tmp_path / "notes.jsonl"
+    f.write_text('{"text": "My home city is now Porto.", "source": "chat"}\n')
+    (r,) = ok(db_path, "ingest", str(f))
+    assert (r["key"], r["op"], r["head"]["value"]) == ("home_city", "accept", "Porto")
+
+
+def test_the_llm_extractor_answers_with_a_clear_error_and_creates_no_store(db_path: Path, tmp_path: Path) -> None:
+    f = tmp_path / "in.txt"
+    f.write_text("My home city is now Porto.\n")
+    err = error(pmem(db_path, "ingest", str(f), "--extractor", "llm"))
+    assert err["error"] == "extractor not configured" and "llm extractor not configured" in err["detail"]
+    assert not db_path.exists()
+    r = pmem(db_path, "ingest", str(f), "--extractor", "magic")
+    assert r.returncode == 2 and "unknown extractor" in error(r)["detail"]
+    r = pmem(db_path, "ingest", str(tmp_path / "missing.txt"))
+    assert r.returncode == 2 and "cannot read" in error(r)["detail"]

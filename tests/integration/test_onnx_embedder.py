@@ -1,0 +1,178 @@
+"""The offline embedder with the real int8 MiniLM model, and its text-keyed cache (memory and SQLite)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pmem
+from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+from adapters.onnx_embedder import TOKENIZER_PATH, TOKENIZER_SHA256, OnnxEmbedder, installed_model_path
+from domain.errors import EmbedderUnavailable
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAPHRASES = [
+    ("The cat sits on the mat.", "A cat is sitting on a mat."),
+    ("My 5k personal best is 25 minutes 50.", "I ran my fastest 5k in 25:50."),
+    ("The capital of France is Paris.", "Paris is France's capital city."),
+    ("The mug has been moved to the countertop.", "Someone put the mug on the counter."),
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Iterator[OnnxEmbedder]:
+    yield OnnxEmbedder()
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+class EmbedderContract:
+    """What every embedder promises (the ``Embedder`` port); subclass with a ``subject`` fixture."""
+
+    TEXTS = [t for pair in PARAPHRASES for t in pair] + ["", "x" * 5000, "Zürich ist schön"]
+
+    def test_it_names_itself_and_its_dimension(self, subject: Any) -> None:
+        assert isinstance(subject.name, str) and subject.name
+        assert isinstance(subject.dim, int) and subject.dim > 0
+
+    def test_it_gives_one_unit_length_float32_row_per_text(self, subject: Any) -> None:
+        v = subject.embed(self.TEXTS)
+        assert v.shape == (len(self.TEXTS), subject.dim) and v.dtype == np.float32
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+
+    def test_rows_follow_the_order_of_the_texts_and_repeat_exactly(self, subject: Any) -> None:
+        v = subject.embed(self.TEXTS)
+        w = subject.embed(self.TEXTS[::-1])
+        assert np.allclose(v, w[::-1], atol=1e-5)
+
+    def test_no_texts_give_an_empty_matrix_and_one_string_is_refused(self, subject: Any) -> None:
+        assert subject.embed([]).shape == (0, subject.dim)
+        with pytest.raises(TypeError):
+            subject.embed("one string")
+
+
+class TestOnnxEmbedder(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder) -> OnnxEmbedder:
+        return embedder
+
+    def test_it_is_minilm_int8_with_384_dimensions(self, embedder: OnnxEmbedder) -> None:
+        assert (embedder.name, embedder.dim) == ("minilm-l6-v2-int8", 384)
+
+
+class TestCachedInMemory(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder) -> CachedEmbedder:
+        return CachedEmbedder(embedder, MemoryEmbeddingCache())
+
+
+class TestCachedInTheStoreFile(EmbedderContract):
+    @pytest.fixture
+    def subject(self, embedder: OnnxEmbedder, db_path: Path) -> Iterator[CachedEmbedder]:
+        cache = SqliteEmbeddingCache(db_path)
+        yield CachedEmbedder(embedder, cache)
+        cache.close()
+
+
+def test_paraphrases_are_closer_than_unrelated_pairs(embedder: OnnxEmbedder) -> None:
+    left = embedder.embed([a for a, _ in PARAPHRASES])
+    right = embedder.embed([b for _, b in PARAPHRASES])
+    for i in range(len(PARAPHRASES)):
+        same = cos(left[i], right[i])
+        for j in range(len(PARAPHRASES)):
+            if j != i:
+                assert same > cos(left[i], right[j]) + 0.2, (PARAPHRASES[i], PARAPHRASES[j])
+        assert same > 0.6
+
+
+def test_a_text_embeds_the_same_alone_and_inside_a_batch_of_several_model_runs(embedder: OnnxEmbedder) -> None:
+    texts = [f"observation {i}: the key number {i} now holds value {i * 7}" for i in range(150)]
+    runs = embedder.runs
+    together = embedder.embed(texts)
+    assert embedder.runs - runs == 3  # batches of 64
+    for i in (0, 63, 64, 149):
+        alone = embedder.embed([texts[i]])[0]
+        assert cos(alone, together[i]) > 0.999
+
+
+def test_no_texts_give_an_empty_matrix_without_running_the_model() -> None:
+    e = OnnxEmbedder()
+    assert e.embed([]).shape == (0, 384)
+    assert e.runs == 0 and e.load_seconds is None
+    with pytest.raises(TypeError):
+        e.embed("one string")  # type: ignore[arg-type]
+
+
+def test_the_model_comes_from_the_installed_package_and_the_tokenizer_from_our_package_data() -> None:
+    assert installed_model_path().is_file()
+    assert TOKENIZER_PATH.is_relative_to(ROOT / "adapters")
+    import hashlib
+
+    assert hashlib.sha256(TOKENIZER_PATH.read_bytes()).hexdigest() == TOKENIZER_SHA256
+    assert TOKENIZER_PATH.stat().st_size == 466_247
+    assert (TOKENIZER_PATH.parent / "NOTICE").read_text().count("Apache") >= 1
+
+
+def test_a_tampered_tokenizer_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "tokenizer.json"
+    bad.write_bytes(TOKENIZER_PATH.read_bytes().replace(b"[UNK]", b"[UNX]", 1))
+    with pytest.raises(EmbedderUnavailable, match="sha256"):
+        OnnxEmbedder(tokenizer_path=bad).embed(["hello"])
+    with pytest.raises(EmbedderUnavailable, match="not found"):
+        OnnxEmbedder(model_path=tmp_path / "missing.onnx").embed(["hello"])
+
+
+def test_importing_the_embedder_does_not_import_onnxruntime_or_tokenizers() -> None:
+    code = ("import sys, adapters.onnx_embedder, adapters.embedding_cache; "
+            "assert not {'onnxruntime', 'tokenizers'} & set(sys.modules), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_a_cached_text_never_runs_the_model_again(embedder: OnnxEmbedder) -> None:
+    cached = CachedEmbedder(embedder, MemoryEmbeddingCache())
+    first = cached.embed(["alpha beta", "gamma delta", "alpha beta"])
+    runs, texts = embedder.runs, embedder.texts
+    again = cached.embed(["gamma delta", "alpha beta"])
+    assert (embedder.runs, embedder.texts) == (runs, texts)
+    assert np.array_equal(again, first[[1, 0]])
+    assert (cached.name, cached.dim, cached.misses, cached.hits) == (embedder.name, 384, 2, 3)
+    cached.embed(["alpha beta", "epsilon"])
+    assert embedder.texts == texts + 1  # only the new text was embedded
+
+
+def test_the_sqlite_cache_lives_in_the_store_file_and_survives_a_restart(db_path: Path,
+                                                                         embedder: OnnxEmbedder) -> None:
+    with pmem.open(db_path) as store:
+        store.accept("home city", "Lisbon")
+    cache = SqliteEmbeddingCache(db_path)
+    vectors = CachedEmbedder(embedder, cache).embed(["home city: Lisbon", "pet: a cat"])
+    cache.close()
+
+    fresh = OnnxEmbedder()  # never loaded: any model run would show in its counters
+    reopened = SqliteEmbeddingCache(db_path)
+    again = CachedEmbedder(fresh, reopened).embed(["pet: a cat", "home city: Lisbon"])
+    assert fresh.runs == 0 and fresh.load_seconds is None
+    assert np.array_equal(again, vectors[[1, 0]]) and len(reopened) == 2
+    reopened.close()
+    with pmem.open(db_path) as store:
+        assert store.get("home city").value == "Lisbon"
+
+
+def test_the_built_wheel_carries_the_tokenizer_as_package_data(tmp_path: Path) -> None:
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "--disable-pip-version-check", str(ROOT), "-w", str(tmp_path)],
+                   check=True, cwd=tmp_path, capture_output=True)
+    (wheel,) = tmp_path.glob("pmem-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "adapters/data/all-MiniLM-L6-v2/tokenizer.json" in names
+    assert "adapters/data/all-MiniLM-L6-v2/NOTICE" in names
