@@ -12,6 +12,7 @@ Every write returns a :class:`~domain.views.Receipt`; every read accepts ``as_of
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -28,6 +29,7 @@ from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
 from domain.views import CellView, History, Receipt
 from projections.frontier_view import ProjectedCell
+from projections.graph import EntityGraph, prerequisite_key
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
 from projections.replay import ReplayReader, Timeline, empty_view, fold
 from projections.vectors import SearchResult
@@ -223,6 +225,21 @@ class Store:
             self._vectors = VectorSearch(self.log_store, self._embedder or HashingEmbedder(),
                                          self.vector_index, cache)
         return self._vectors
+
+    # -- graph (SPEC §8) -----------------------------------------------------
+    def graph(self, *, as_of: int | None = None, namespace: str | None = None) -> EntityGraph:
+        """The entity graph (typed entities, prerequisite and association edges) as of ``as_of``."""
+        with self._lock:
+            projection = self.projections["graph"]
+            projection.catch_up()
+            return projection.graph(namespace or self.namespace, as_of)  # type: ignore[no-any-return]
+
+    def declare_prerequisite(self, before: str, after: str, **evidence: Any) -> Receipt:
+        """Record that ``after`` (a key or entity) may be asked or used only once ``before`` is known."""
+        for name, v in (("before", before), ("after", after)):
+            if not isinstance(v, str) or not normalize_key(v):
+                raise InvalidOperation(f"{name} must be a non-empty key, got {v!r}", field=name)
+        return self._one("accept", prerequisite_key(before, after), json.dumps([before, after]), **evidence)
 
     # -- projections ---------------------------------------------------------
     def _timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:

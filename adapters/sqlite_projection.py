@@ -220,7 +220,9 @@ class FrontierProjection:
         self.conn.execute("COMMIT")
 
 
-PROJECTIONS: dict[str, type[FrontierProjection]] = {NAME: FrontierProjection}
+from adapters.graph_projection import GraphProjection  # noqa: E402  (it does not import this module)
+
+PROJECTIONS: dict[str, Any] = {NAME: FrontierProjection, GraphProjection.name: GraphProjection}
 
 
 def timed(fn: Any) -> tuple[Any, float]:

@@ -1,0 +1,153 @@
+"""The graph projection stored in SQLite (``graph_facts``), next to the log and the frontier tables.
+
+Same pattern as :mod:`adapters.sqlite_projection`: each batch of events is applied in one
+transaction that also moves this projection's row in ``pmem_tracking``, so rows and position never
+disagree; :meth:`GraphProjection.rebuild` drops the table and replays the log from index 1. A cell
+first met in a batch is seeded by folding its earlier events from the log. Reads
+(:meth:`GraphProjection.graph`) take the rows open at ``as_of`` and build the entity graph.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+from domain.errors import StoreUnavailable
+from projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
+from projections.replay import fold
+
+TRACKING = "pmem_tracking"  # shared with adapters.sqlite_projection (not imported: it imports us)
+TABLE = "graph_facts"
+BATCH_SIZE = 2_000
+
+
+class GraphProjection:
+    """Maintains ``graph_facts`` from the log (``log``: an :class:`adapters.eventlog.EventLog`)."""
+
+    name = NAME
+    version = SCHEMA_VERSION
+
+    def __init__(self, conn: sqlite3.Connection, log: Any, *, batch_size: int = BATCH_SIZE) -> None:
+        self.conn = conn
+        self.log = log
+        self.batch_size = batch_size
+        self.projector = GraphProjector()
+        self._cached_at = 0
+        try:
+            self.create_tables()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
+
+    def create_tables(self) -> None:
+        if self._has_table() and self.stored_version() in (None, self.version):
+            return
+        with self._transaction():
+            if self._has_table() and self.stored_version() not in (None, self.version):
+                self._drop()
+            self._create()
+
+    def _has_table(self) -> bool:
+        names = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        return {TABLE, TRACKING} <= names
+
+    def _create(self) -> None:
+        cols = ", ".join(f"{c} {'INTEGER' if t is int else 'TEXT'}" for c, t in COLUMNS.items())
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
+                          "position INTEGER NOT NULL, version INTEGER NOT NULL)")
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} ({cols}, PRIMARY KEY ({', '.join(PK)}))")
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
+                          "WHERE closed_at IS NULL")
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
+
+    def _drop(self) -> None:
+        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+    def position(self) -> int:
+        row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def stored_version(self) -> int | None:
+        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def stats(self, last_index: int | None = None) -> dict[str, int]:
+        last = self.log.last_index() if last_index is None else last_index
+        position = self.position()
+        return {"position": position, "lag": max(last - position, 0)}
+
+    # -- catching up -------------------------------------------------------------
+    def catch_up(self, target: int | None = None) -> int:
+        target = self.log.last_index() if target is None else target
+        applied = 0
+        while (position := self.position()) < target:
+            stop = min(position + self.batch_size, target)
+            applied += self._apply_batch(position, stop)
+        return applied
+
+    def rebuild(self, target: int | None = None) -> int:
+        with self._transaction():
+            self._drop()
+            self._create()
+        self.projector.forget()
+        self._cached_at = 0
+        return self.catch_up(target)
+
+    def _apply_batch(self, start: int, stop: int) -> int:
+        events = list(self.log.indexed_events(start + 1, stop))
+        try:
+            with self._transaction():
+                if self.position() != start:
+                    return 0
+                if self._cached_at != start:
+                    self.projector.forget()
+                self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
+                for index, event in events:
+                    self.projector.apply(index, event)
+                marks = ", ".join("?" * len(COLUMNS))
+                self.conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES ({marks})", self.projector.flush())
+                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
+                                  (self.name, stop, self.version))
+        except BaseException as e:
+            self.projector.forget()
+            self._cached_at = -1
+            if isinstance(e, sqlite3.Error):
+                raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+            raise
+        self._cached_at = stop
+        return len(events)
+
+    def _seed(self, ids: set[UUID], upto: int) -> None:
+        """Fold the earlier events of cells not in memory (a new cell has none) and load its open row."""
+        if not ids or upto == 0:
+            return
+        timelines = fold(e for evs in self.log.cell_events(sorted(ids), upto=upto).values() for e in evs)
+        for cid, t in timelines.items():
+            row = self.conn.execute(f"SELECT * FROM {TABLE} WHERE cell_id=? AND closed_at IS NULL",
+                                    (cid.hex,)).fetchone()
+            self.projector.seed(cid.hex, t.state, row)
+
+    # -- reading -----------------------------------------------------------------
+    def graph(self, namespace: str, as_of: int | None = None) -> EntityGraph:
+        """The entity graph of ``namespace`` as of event index ``as_of`` (default: now)."""
+        n = self.position() if as_of is None else as_of
+        rows = self.conn.execute(
+            f"SELECT key, value, status, trust, opened_at FROM {TABLE} WHERE namespace=? AND opened_at<=? "
+            "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
+        return build_graph(rows)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")

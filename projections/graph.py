@@ -1,0 +1,233 @@
+"""The MOSAIC-style graph projection (SPEC §8): fact rows from events, and the entity graph they make.
+
+Pure. :class:`GraphProjector` consumes ``(event_index, event)`` in index order and emits one row per
+period during which a cell's head had one value and status (``graph_facts``: open at ``opened_at``,
+closed at ``closed_at`` or still open). The graph as of event index N is read from the rows open at
+N, so it is rebuildable from the log and readable ``as_of`` like every other projection.
+
+:func:`build_graph` turns those rows into typed entities and two edge families:
+
+- entities: the subject of each key ``<subject>.<relation>`` (the template extractor's keys) and each
+  value that is itself a subject, or is the value of a key (so a chain can be followed later);
+- prerequisite edges: derived where one fact's value is another fact's subject (``a -> b``: b is
+  reached through a), and declared ones, stored in the log as facts under :data:`DECLARED_PREFIX`;
+- association edges: two subjects that share a value entity (embedding-cosine association edges
+  are added by the adapter, which owns the embedder).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from domain.cell import CellEvent
+from domain.keys import normalize_key
+from domain.state import CellState
+
+NAME = "graph"
+SCHEMA_VERSION = 1
+DECLARED_PREFIX = "requires."  # key of a declared prerequisite; value: JSON ["before key", "after key"]
+Row = tuple[Any, ...]
+COLUMNS: dict[str, type] = {"cell_id": str, "namespace": str, "key": str, "value": str, "status": str,
+                            "trust": int, "opened_at": int, "closed_at": int}
+PK = ("cell_id", "opened_at")
+
+# Rule-based default node types (the extractor supplies none yet): by relation name.
+_RELATIONSHIP = ("spouse", "married", "father", "mother", "child", "sibling", "member", "employer", "works_for",
+                 "author", "founder", "founded", "creator", "head", "chair", "ceo", "director", "manufacturer",
+                 "owner", "citizen", "team", "league", "sport", "affiliation")
+_EVENT = ("born", "birth", "died", "death", "date", "year", "when", "event", "location", "moved", "created")
+
+
+def node_type(relations: Iterable[str]) -> str:
+    """``relationship``, ``event`` or ``persona`` from the relations an entity's facts use."""
+    rels = list(relations)
+    if any(any(w in r for w in _RELATIONSHIP) for r in rels):
+        return "relationship"
+    if any(any(w in r for w in _EVENT) for r in rels):
+        return "event"
+    return "persona"
+
+
+def entity_slug(text: str) -> str:
+    """The slug an entity gets, the same as the template extractor's subject slug."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return normalize_key(folded.replace(".", " "))
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``subject.relation`` -> ``(subject, relation)``; a key without a dot is its own subject."""
+    subject, _, relation = key.partition(".")
+    return subject, relation or "value"
+
+
+@dataclass(slots=True)
+class GraphProjector:
+    """Events -> ``graph_facts`` rows. Cells it has not seen are seeded by the adapter first."""
+
+    cells: dict[str, CellState] = field(default_factory=dict)
+    open_rows: dict[str, Row] = field(default_factory=dict)  # cell_id -> the row still open
+    changes: dict[tuple[str, int], Row] = field(default_factory=dict)
+
+    def seed(self, cid: str, state: CellState, open_row: Row | None) -> None:
+        self.cells[cid] = state
+        if open_row is not None:
+            self.open_rows[cid] = open_row
+
+    def forget(self) -> None:
+        self.cells.clear()
+        self.open_rows.clear()
+        self.changes.clear()
+
+    def apply(self, index: int, event: CellEvent) -> None:
+        """Apply one event; close and open rows when the head's value or status changed."""
+        cid = event.originator_id.hex
+        state = self.cells.get(cid)
+        if state is None:
+            state = self.cells[cid] = CellState(event.namespace, event.key)
+        event.apply_to(state)
+        head = state.head
+        now = None if head is None else (head.value, head.status, head.trust)
+        row = self.open_rows.get(cid)
+        if row is not None and (row[3], row[4], row[5]) == now:
+            return
+        if row is not None:
+            self._put((*row[:7], index))
+            del self.open_rows[cid]
+        if head is not None:
+            new = (cid, state.namespace, state.key, head.value, head.status, head.trust, index, None)
+            self.open_rows[cid] = new
+            self._put(new)
+
+    def _put(self, row: Row) -> None:
+        self.changes[(row[0], row[6])] = row
+
+    def flush(self) -> list[Row]:
+        out = list(self.changes.values())
+        self.changes.clear()
+        if len(self.cells) > 200_000:
+            self.cells.clear()
+            self.open_rows.clear()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One open fact of the graph: ``subject --relation--> value`` (``obj``: the value's slug)."""
+
+    key: str
+    subject: str
+    relation: str
+    value: str
+    obj: str
+    status: str
+    trust: int
+    since: int
+
+
+@dataclass(slots=True)
+class Entity:
+    """A node: an entity slug, its display text, its facts and what the graph says about it."""
+
+    slug: str
+    text: str
+    kind: str = "persona"
+    facts: list[Fact] = field(default_factory=list)
+    mentions: int = 0  # facts whose value is this entity
+    confidence: float = 0.0
+    time: int = 0
+
+    @property
+    def confirmed(self) -> bool:
+        """Known: it has facts of its own and none of them is contested."""
+        return bool(self.facts) and all(f.status == "active" for f in self.facts)
+
+    @property
+    def importance(self) -> int:
+        return len(self.facts) + self.mentions
+
+
+@dataclass(slots=True)
+class EntityGraph:
+    """Typed entities with prerequisite and association edges (both as sets of ``(src, dst)``)."""
+
+    entities: dict[str, Entity] = field(default_factory=dict)
+    prerequisites: set[tuple[str, str]] = field(default_factory=set)
+    associations: set[tuple[str, str]] = field(default_factory=set)
+
+    def requires(self, slug: str) -> set[str]:
+        return {a for a, b in self.prerequisites if b == slug}
+
+    def facts(self) -> list[Fact]:
+        return [f for e in self.entities.values() for f in e.facts]
+
+
+def fact_of(key: str, value: str, status: str, trust: int, since: int) -> Fact:
+    subject, relation = split_key(key)
+    return Fact(key, subject, relation, value, entity_slug(value), status, trust, since)
+
+
+def build_graph(rows: Iterable[Row]) -> EntityGraph:
+    """The entity graph of the open ``graph_facts`` rows ``(key, value, status, trust, opened_at)``."""
+    g = EntityGraph()
+    declared: list[tuple[str, str]] = []
+    for key, value, status, trust, since in rows:
+        if key.startswith(DECLARED_PREFIX):
+            declared.extend(_declared(value))
+            continue
+        f = fact_of(key, value, status, trust, since)
+        subj = g.entities.setdefault(f.subject, Entity(f.subject, f.subject.replace("_", " ")))
+        subj.facts.append(f)
+        subj.time = max(subj.time, since)
+        if f.obj:
+            obj = g.entities.setdefault(f.obj, Entity(f.obj, value))
+            obj.text = value
+            obj.mentions += 1
+            obj.time = max(obj.time, since)
+    for e in g.entities.values():
+        e.kind = node_type(f.relation for f in e.facts)
+        e.confidence = max((min(f.trust, 100) / 100 for f in e.facts), default=0.0)
+    _link(g)
+    for before, after in declared:
+        a, b = split_key(normalize_key(before))[0], split_key(normalize_key(after))[0]
+        if a and b and a != b:
+            for s in (a, b):
+                g.entities.setdefault(s, Entity(s, s.replace("_", " ")))
+            g.prerequisites.add((a, b))
+    return g
+
+
+def _link(g: EntityGraph) -> None:
+    by_value: dict[str, list[str]] = {}
+    for e in g.entities.values():
+        for f in e.facts:
+            if f.obj and f.obj != f.subject:
+                g.prerequisites.add((f.subject, f.obj))  # value -> subject: the multi-hop chain
+                by_value.setdefault(f.obj, []).append(f.subject)
+    for subjects in by_value.values():
+        uniq = sorted(set(subjects))
+        for i, a in enumerate(uniq[:50]):
+            for b in uniq[i + 1:50]:
+                g.associations.add((a, b))  # an entity shared between cells
+
+
+def _declared(value: str) -> list[tuple[str, str]]:
+    try:
+        pair = json.loads(value)
+    except ValueError:
+        return []
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair):
+        return [(pair[0], pair[1])]
+    return []
+
+
+def prerequisite_key(before: str, after: str) -> str:
+    """The key under which "``after`` needs ``before``" is declared: one cell per pair, so a
+    declaration is revoked like any fact."""
+    import hashlib
+
+    pair = f"{normalize_key(before)}\n{normalize_key(after)}".encode()
+    return DECLARED_PREFIX + hashlib.sha1(pair).hexdigest()[:16]
