@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from adapters import graph_cli
 from domain.errors import InvalidBatch, InvalidOperation, PmemError
 from domain.operations import parse_operation
 
@@ -136,6 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
                      help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
 
+    graph_cli.add_commands(sub, common)
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -161,6 +163,8 @@ def run(argv: Sequence[str]) -> int:
     if args.command == "search" and args.k < 1:
         raise UsageError(f"-k must be a positive number of cells, got {args.k}")
 
+    if args.command in graph_cli.COMMANDS:
+        graph_cli.check(args, UsageError)
     if args.command == "ingest":
         return _ingest(args, db, ns)
     if args.command == "rebuild":
@@ -204,6 +208,8 @@ def run(argv: Sequence[str]) -> int:
             _emit(store.rebuild(args.projection))
         elif args.command == "stats":
             _emit(store.stats())
+        elif args.command in graph_cli.COMMANDS:
+            graph_cli.run(args, store)
     return 0
 
 

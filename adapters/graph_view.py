@@ -39,12 +39,30 @@ def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
     nxg.add_edges_from(g.prerequisites | g.associations)
     if nxg.number_of_nodes() == 0:
         return {}
-    rank = nx.pagerank(nxg)
+    rank = pagerank(nxg)
     out: dict[str, tuple[float, int]] = {}
     for i, members in enumerate(sorted(nx.community.louvain_communities(nxg, seed=seed), key=min)):
         for v in members:
             out[v] = (float(rank[v]), i)
     return out
+
+
+def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 200) -> dict[str, float]:
+    """PageRank by power iteration on networkx's Google matrix (``nx.pagerank`` would need scipy,
+    which P-Mem does not otherwise install)."""
+    import networkx as nx
+    import numpy as np
+
+    nodes = list(nxg)
+    m = nx.google_matrix(nxg, alpha=alpha, nodelist=nodes)
+    r = np.full(len(nodes), 1.0 / len(nodes))
+    for _ in range(max_iter):
+        nxt = r @ m
+        if np.abs(nxt - r).sum() < tol:
+            r = nxt
+            break
+        r = nxt
+    return {v: float(x) for v, x in zip(nodes, r, strict=True)}
 
 
 def cosine_associations(g: EntityGraph, embedder: Any, threshold: float = ASSOCIATION_THRESHOLD) -> int:

@@ -52,7 +52,7 @@ def recompute(nodes: dict[str, Node], requires: dict[str, set[str]], previous: s
 
 def rank(scores: dict[str, float], k: int) -> list[tuple[str, float]]:
     """The ``k`` best ``(node, score)``, ties broken by node id."""
-    return [(v, s) for s, v in heapq.nsmallest(k, ((-s, v) for v, s in scores.items()))]
+    return [(v, -s) for s, v in heapq.nsmallest(k, ((-s, v) for v, s in scores.items()))]
 
 
 @dataclass(slots=True)
