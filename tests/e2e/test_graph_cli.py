@@ -1,0 +1,112 @@
+"""``pmem next``, ``pmem require`` and ``pmem graph export`` as a user runs them; the HTML view in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_cli import error, ok, pmem
+
+FACTS = [
+    {"op": "accept", "key": "our_mutual_friend.author", "value": "Charles Darwin", "source": "wiki"},
+    {"op": "accept", "key": "our_mutual_friend.author", "value": "Charles Dickens", "source": "library"},
+    {"op": "accept", "key": "charles_dickens.spouse", "value": "Catherine Dickens"},
+    {"op": "contest", "key": "charles_dickens.spouse", "value": "Ellen Ternan", "source": "gossip"},
+    {"op": "accept", "key": "catherine_dickens.country_of_citizenship", "value": "United Kingdom"},
+    {"op": "accept", "key": "great_expectations.author", "value": "Charles Dickens"},
+]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def write(db: Path) -> None:
+    ok(db, "apply", "-", stdin=b"".join(json.dumps(d).encode() + b"\n" for d in FACTS))
+
+
+def test_next_proposes_unconfirmed_entities_whose_prerequisites_are_known(db_path: Path) -> None:
+    write(db_path)
+    proposals = ok(db_path, "next", "--k", "10")
+    names = [p["entity"] for p in proposals]
+    # charles_dickens: a contested fact; united_kingdom: named, nothing known, its prerequisite
+    # catherine_dickens confirmed. Confirmed entities and superseded values are not proposed.
+    assert sorted(names) == ["charles_dickens", "united_kingdom"]
+    assert all(p["score"] >= q["score"] for p, q in zip(proposals, proposals[1:], strict=False))
+    assert {"entity", "text", "type", "score", "gap", "requires"} <= set(proposals[0])
+
+
+def test_a_declared_prerequisite_holds_a_candidate_back_until_it_is_known(db_path: Path) -> None:
+    write(db_path)
+    assert "ellen_ternan" not in [p["entity"] for p in ok(db_path, "next", "--k", "50")]
+    (r,) = ok(db_path, "require", "visa.status", "trip.date")
+    assert r["applied"] and r["key"].startswith("requires.")
+    names = [p["entity"] for p in ok(db_path, "next", "--k", "50")]
+    assert "visa" in names and "trip" not in names
+    ok(db_path, "accept", "visa.status", "granted")
+    names = [p["entity"] for p in ok(db_path, "next", "--k", "50")]
+    assert "trip" in names and "visa" not in names
+
+
+def test_export_of_a_key_shows_its_versions_evidence_and_edges(db_path: Path) -> None:
+    write(db_path)
+    (g,) = ok(db_path, "graph", "export", "--key", "our_mutual_friend.author")
+    labels = {n["label"] for n in g["nodes"]}
+    assert {"Charles Darwin (superseded)", "Charles Dickens (active)"} <= labels
+    assert {"src": "v1", "dst": "v0", "kind": "supersedes"} in g["edges"]
+    assert any(e["kind"] == "supported-by" for e in g["edges"])
+    dot = pmem(db_path, "graph", "export", "--format", "dot").stdout.decode()
+    assert dot.startswith('digraph "entity graph"') and '"our_mutual_friend" -> "charles_dickens"' in dot
+
+
+def test_export_as_of_an_earlier_index_shows_the_graph_of_that_moment(db_path: Path) -> None:
+    write(db_path)
+    (g,) = ok(db_path, "graph", "export", "--as-of", "1")
+    assert {n["id"] for n in g["nodes"]} == {"our_mutual_friend", "charles_darwin"}
+
+
+def test_bad_graph_input_is_a_one_line_json_error(db_path: Path) -> None:
+    write(db_path)
+    r = pmem(db_path, "graph", "export", "--key", "nobody.home")
+    assert r.returncode == 2 and "no cell 'nobody.home'" in error(r)["detail"]
+    r = pmem(db_path, "next", "--k", "0")
+    assert r.returncode == 2 and error(r)["error"] == "usage"
+    r = pmem(db_path, "graph", "export", "--format", "svg")
+    assert r.returncode == 2 and "--format" in error(r)["detail"]
+
+
+def html_page(db: Path, tmp: Path) -> Path:
+    page = tmp / "graph.html"
+    page.write_bytes(pmem(db, "graph", "export", "--format", "html").stdout)
+    return page
+
+
+def test_the_html_view_is_one_self_contained_page(db_path: Path, tmp_path: Path) -> None:
+    write(db_path)
+    text = html_page(db_path, tmp_path).read_text()
+    assert text.startswith("<!doctype html>") and "<svg" in text and "charles dickens" in text.lower()
+    assert "<script" not in text and "<link" not in text and "@import" not in text
+    assert re.findall(r"https?://[^\"']+", text) == ["http://www.w3.org/2000/svg"]  # a namespace, not a fetch
+
+
+def screenshot(url: str, out: Path, profile: Path) -> None:
+    assert CHROMIUM is not None
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+                    "--hide-scrollbars", "--window-size=1000,760", f"--screenshot={out}", url],
+                   capture_output=True, timeout=120, check=True)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install -y chromium)")
+def test_the_html_view_renders_in_headless_chromium(db_path: Path, tmp_path: Path) -> None:
+    write(db_path)
+    page = html_page(db_path, tmp_path)
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!doctype html><html><body></body></html>")
+    screenshot(page.as_uri(), tmp_path / "graph.png", tmp_path / "profile1")
+    screenshot(blank.as_uri(), tmp_path / "blank.png", tmp_path / "profile2")
+    png = (tmp_path / "graph.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(png) > 5 * len((tmp_path / "blank.png").read_bytes())  # drawn, not an empty page
