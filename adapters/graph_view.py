@@ -162,7 +162,8 @@ def to_html(d: Drawing, width: int = 960, height: int = 640) -> str:
     nxg = nx.DiGraph()
     nxg.add_nodes_from(i for i, _, _ in d.nodes)
     nxg.add_edges_from((a, b) for a, b, _ in d.edges)
-    pos = nx.spring_layout(nxg, seed=1) if d.nodes else {}
+    k = 2.0 / max(len(d.nodes), 1) ** 0.5  # more room than the default 1/sqrt(n): labels stay readable
+    pos = nx.spring_layout(nxg.to_undirected(), k=k, iterations=200, seed=1) if d.nodes else {}
     pad = 80
 
     def xy(n: str) -> tuple[float, float]:
