@@ -2,6 +2,8 @@
 
 - ``pmem next [--k K] [--previous ENTITY] [--as-of N]``: JSON lines, the best next questions (SPEC §8).
 - ``pmem require BEFORE AFTER``: declare a prerequisite edge; one receipt.
+- ``pmem check KEY VALUE [--confidence C] [--exclusive K=V,K=V]... [--write]``: the pre-write conflict
+  check against the 5 nearest cells; with ``--write``, write it too (a contest below confidence 0.6).
 - ``pmem graph export [--key K] --format json|dot|html [--as-of N]``: the entity graph, or one cell's
   provenance subgraph. ``json`` prints one JSON object; ``dot`` and ``html`` print the document
   itself, to redirect into a file (``> graph.html``): a person opens those, no program parses them.
@@ -17,7 +19,7 @@ import orjson
 
 from domain.errors import InvalidOperation
 
-COMMANDS = ("next", "require", "graph")
+COMMANDS = ("next", "require", "graph", "check")
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -31,6 +33,15 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     rq.add_argument("before_key", metavar="BEFORE", help="key or entity that must be known first")
     rq.add_argument("after_key", metavar="AFTER", help="key or entity that depends on it")
 
+    ck = sub.add_parser("check", parents=[common], help="pre-write conflict check of KEY = VALUE (--write: then write)")
+    ck.add_argument("key")
+    ck.add_argument("value")
+    ck.add_argument("--confidence", type=float, default=0.9, help="the observation's confidence (default 0.9)")
+    ck.add_argument("--exclusive", action="append", default=[], metavar="K=V,K=V",
+                    help="two facts that cannot both hold (repeatable)")
+    ck.add_argument("--write", action="store_true", help="write it: accept, or contest below confidence 0.6")
+    ck.add_argument("--source", help="where the observation came from")
+
     gr = sub.add_parser("graph", parents=[common], help="the MOSAIC-style graph (see: pmem graph export)")
     gsub = gr.add_subparsers(dest="graph_command", metavar="SUBCOMMAND", parser_class=sub._parser_class)
     ex = gsub.add_parser("export", parents=[common], help="write the entity graph or a cell's provenance")
@@ -43,6 +54,10 @@ def check(args: argparse.Namespace, usage_error: type[InvalidOperation]) -> None
     """Reject bad input before the store is opened."""
     if args.command == "next" and args.k < 1:
         raise usage_error(f"--k must be a positive number of proposals, got {args.k}")
+    if args.command == "check":
+        if not 0.0 <= args.confidence <= 1.0:
+            raise usage_error(f"--confidence must be between 0 and 1, got {args.confidence}")
+        args.pairs = [_pair(x, usage_error) for x in args.exclusive]
     if args.command == "graph" and args.graph_command is None:
         raise usage_error("pmem graph: a subcommand is required (export)")
 
@@ -52,6 +67,16 @@ def run(args: argparse.Namespace, store: Any) -> None:
 
     if args.command == "require":
         _write(orjson.dumps(store.declare_prerequisite(args.before_key, args.after_key).to_dict()) + b"\n")
+        return
+    if args.command == "check":
+        from adapters.conflict_check import checked_write, precheck
+
+        opts: dict[str, Any] = {"confidence": args.confidence, "exclusive": args.pairs}
+        if args.write:
+            ev = {} if args.source is None else {"source": args.source}
+            _write(orjson.dumps(checked_write(store, args.key, args.value, **opts, **ev)) + b"\n")
+        else:
+            _write(orjson.dumps(precheck(store, args.key, args.value, **opts).to_dict()) + b"\n")
         return
     g = store.graph(as_of=args.as_of)
     if args.command == "next":
@@ -67,6 +92,13 @@ def run(args: argparse.Namespace, store: Any) -> None:
         drawing = graph_view.entity_drawing(g)
     out = graph_view.export(drawing, args.fmt)
     _write(orjson.dumps(out) + b"\n" if isinstance(out, dict) else out.encode())
+
+
+def _pair(text: str, usage_error: type[InvalidOperation]) -> tuple[str, str]:
+    parts = text.split(",")
+    if len(parts) != 2 or not all("=" in p and p.split("=", 1)[0].strip() for p in parts):
+        raise usage_error(f"--exclusive expects KEY=VALUE,KEY=VALUE, got {text!r}")
+    return parts[0], parts[1]
 
 
 def _slug(text: str) -> str:

@@ -110,3 +110,18 @@ def test_the_html_view_renders_in_headless_chromium(db_path: Path, tmp_path: Pat
     png = (tmp_path / "graph.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(png) > 5 * len((tmp_path / "blank.png").read_bytes())  # drawn, not an empty page
+
+
+def test_check_reports_conflicts_and_write_contests_below_confidence_0_6(db_path: Path) -> None:
+    ok(db_path, "accept", "user.diet", "vegan")
+    (c,) = ok(db_path, "check", "user.diet", "not vegan")
+    assert c["contest"] and [x["kind"] for x in c["conflicts"]] == ["semantic"]
+    (r,) = ok(db_path, "check", "user.diet", "not vegan", "--write", "--source", "chat")
+    assert r["op"] == "contest" and r["head"] == {"value": "vegan", "status": "contested"}
+    (r,) = ok(db_path, "check", "user.diet", "vegetarian", "--write")
+    assert r["op"] == "accept" and r["check"]["conflicts"] == []
+
+
+def test_check_rejects_a_malformed_exclusion_naming_it(db_path: Path) -> None:
+    r = pmem(db_path, "check", "a", "b", "--exclusive", "junk")
+    assert r.returncode == 2 and "--exclusive expects KEY=VALUE,KEY=VALUE, got 'junk'" in error(r)["detail"]
