@@ -66,11 +66,14 @@ def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 
 
 
 def cosine_associations(g: EntityGraph, embedder: Any, threshold: float = ASSOCIATION_THRESHOLD) -> int:
-    """Add association edges between entities whose texts embed with cosine >= ``threshold``."""
+    """Embed every entity's text (kept on the entity) and add association edges between entities
+    whose embeddings have cosine >= ``threshold``; return how many edges were added."""
     slugs = sorted(g.entities)
     if len(slugs) < 2:
         return 0
     vecs = embedder.embed([g.entities[s].text for s in slugs])
+    for s, vec in zip(slugs, vecs, strict=True):
+        g.entities[s].embedding = vec
     sims = vecs @ vecs.T
     added = 0
     for i, j in zip(*(sims >= threshold).nonzero(), strict=True):

@@ -139,6 +139,7 @@ class Entity:
     mentions: int = 0  # facts whose value is this entity
     confidence: float = 0.0
     time: int = 0
+    embedding: Any = None  # a unit vector of ``text``, set by the adapter that owns the embedder
 
     @property
     def confirmed(self) -> bool:
