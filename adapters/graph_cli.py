@@ -70,8 +70,10 @@ def run(args: argparse.Namespace, store: Any) -> None:
         return
     if args.command == "check":
         from adapters.conflict_check import checked_write, precheck
+        from adapters.llm_judge import judge_from_env
 
-        opts: dict[str, Any] = {"confidence": args.confidence, "exclusive": args.pairs}
+        opts: dict[str, Any] = {"confidence": args.confidence, "exclusive": args.pairs,
+                                "judge": judge_from_env()}  # None without PMEM_LLM_BASE: the rule
         if args.write:
             ev = {} if args.source is None else {"source": args.source}
             _write(orjson.dumps(checked_write(store, args.key, args.value, **opts, **ev)) + b"\n")

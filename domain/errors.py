@@ -6,7 +6,8 @@
     ├── StoreError              the store cannot do what was asked (adapters translate library errors)
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
-    │   └── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
+    │   ├── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
+    │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
     ├── UnknownProjection       a projection name that does not exist
     └── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
 
@@ -76,3 +77,9 @@ class ExtractorNotConfigured(PmemError):
     """The requested extractor (e.g. ``llm``) is not set up on this installation."""
 
     kind = "extractor not configured"
+
+
+class JudgeUnavailable(StoreError):
+    """The configured conflict judge (an LLM server) did not answer usably."""
+
+    kind = "judge unavailable"

@@ -55,3 +55,22 @@ def test_a_conflict_lowers_confidence_below_0_6_and_turns_the_write_into_a_conte
 def test_only_the_five_nearest_neighbours_are_compared() -> None:
     far = [Neighbour(f"k{i}", "x") for i in range(5)] + [Neighbour("user.diet", "vegan")]
     assert check("user.diet", "not vegan", far).conflicts == ()
+
+
+def test_the_llm_judges_answer_is_read_from_json_even_inside_code_fences() -> None:
+    from adapters.llm_judge import parse_verdict
+
+    assert parse_verdict('```json\n{"conflict": true, "reason": "vegans eat no steak"}\n```') == (
+        True, "vegans eat no steak")
+    assert parse_verdict('{"conflict": false}')[0] is False
+
+
+def test_an_llm_answer_out_of_form_is_an_error_never_a_silent_pass() -> None:
+    import pytest
+
+    from adapters.llm_judge import parse_verdict
+    from domain.errors import JudgeUnavailable
+
+    for bad in ("sure, they conflict", '{"conflict": "yes"}'):
+        with pytest.raises(JudgeUnavailable, match="conflict judge answered"):
+            parse_verdict(bad)
