@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain.views import History
-from projections.controller import Controller
+from projections.controller import Controller, Node
 from projections.graph import EntityGraph
 
 ASSOCIATION_THRESHOLD = 0.8
@@ -83,16 +83,35 @@ def cosine_associations(g: EntityGraph, embedder: Any, threshold: float = ASSOCI
     return added
 
 
+def controller_nodes(g: EntityGraph) -> dict[str, Node]:
+    """What the controller reads of each entity: importance, PageRank, community, confirmed."""
+    return {slug: Node(float(g.entities[slug].importance), pr, comm, g.entities[slug].confirmed)
+            for slug, (pr, comm) in analyse(g).items()}
+
+
 def controller_for(g: EntityGraph, previous: str | None = None) -> Controller:
-    """A controller loaded with the entity graph: importance, PageRank, community, prerequisites."""
+    """A controller loaded with the entity graph."""
     c = Controller()
-    for slug, (pr, comm) in analyse(g).items():
-        e = g.entities[slug]
-        c.upsert(slug, importance=float(e.importance), pagerank=pr, community=comm, confirmed=e.confirmed)
-    for a, b in sorted(g.prerequisites):
-        c.add_prerequisite(a, b)
+    c.sync(controller_nodes(g), g.prerequisites)
     c.pick(previous)
     return c
+
+
+class GraphSession:
+    """A long-lived controller over a store's graph (for a process that keeps running, e.g. an
+    agent loop): each :meth:`next` syncs only the entities and edges that changed since the last one,
+    so the cached scores of everything else are reused."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.controller = Controller()
+        self.changes = 0  # entity and edge changes applied by the last sync
+
+    def next(self, k: int, previous: str | None = None) -> list[tuple[str, float]]:
+        g = self.store.graph()
+        self.changes = self.controller.sync(controller_nodes(g), g.prerequisites)
+        self.controller.pick(previous)
+        return self.controller.top(k)
 
 
 def proposals(g: EntityGraph, k: int, previous: str | None = None) -> list[dict[str, Any]]:

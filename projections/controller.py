@@ -118,6 +118,45 @@ class Controller:
             self._reconsider(after)
             self._check_max()
 
+    def remove(self, v: str) -> None:
+        """Drop node ``v`` and its edges (an entity no longer in the graph)."""
+        if v not in self.nodes:
+            return
+        prev_comm = self._prev_community()
+        if v in self.candidates:
+            self._leave(v)
+        for p in self.requires.pop(v, set()):
+            self.dependents.get(p, set()).discard(v)
+        dependents = self.dependents.pop(v, set())
+        for d in dependents:
+            self.requires.get(d, set()).discard(v)
+        del self.nodes[v]
+        for d in dependents:
+            self._reconsider(d)
+        if v == self.previous:
+            self._previous_moved(prev_comm)
+        self._check_max()
+
+    def sync(self, nodes: dict[str, Node], prerequisites: set[tuple[str, str]]) -> int:
+        """Become exactly ``nodes`` with ``prerequisites`` (``(before, after)`` pairs), touching only
+        what differs, so cached scores survive wherever their inputs did; return the changes made."""
+        changes = 0
+        for v in sorted(set(self.nodes) - set(nodes)):
+            self.remove(v)
+            changes += 1
+        for v, n in nodes.items():
+            if self.nodes.get(v) != n:
+                self.upsert(v, importance=n.importance, pagerank=n.pagerank, community=n.community,
+                            confirmed=n.confirmed)
+                changes += 1
+        want = {(a, b) for a, b in prerequisites if a in nodes and b in nodes and a != b}
+        have = {(a, b) for b, ps in self.requires.items() for a in ps}
+        for a, b in sorted(have - want):
+            self.remove_prerequisite(a, b)
+        for a, b in sorted(want - have):
+            self.add_prerequisite(a, b)
+        return changes + len(have ^ want)
+
     def pick(self, v: str | None) -> None:
         """Record the previous pick (what was asked or read last)."""
         old = self._prev_community()

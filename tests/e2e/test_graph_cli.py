@@ -125,3 +125,12 @@ def test_check_reports_conflicts_and_write_contests_below_confidence_0_6(db_path
 def test_check_rejects_a_malformed_exclusion_naming_it(db_path: Path) -> None:
     r = pmem(db_path, "check", "a", "b", "--exclusive", "junk")
     assert r.returncode == 2 and "--exclusive expects KEY=VALUE,KEY=VALUE, got 'junk'" in error(r)["detail"]
+
+
+def test_rebuild_of_the_graph_projection_replays_the_log_and_exports_the_same_graph(db_path: Path) -> None:
+    write(db_path)
+    before = ok(db_path, "graph", "export")
+    (r,) = ok(db_path, "rebuild", "--projection", "graph")
+    assert r["events"] == len(FACTS)
+    assert ok(db_path, "graph", "export") == before
+    assert ok(db_path, "stats")[0]["projections"]["graph"] == {"position": len(FACTS), "lag": 0}

@@ -28,3 +28,20 @@ def test_every_entity_gets_a_pagerank_and_a_community_and_next_reads_them(store:
     assert set(scores) == set(g.entities)
     assert abs(sum(pr for pr, _ in scores.values()) - 1.0) < 1e-6
     assert [p["entity"] for p in proposals(g, 5)] == ["catherine_dickens"]  # contested, prerequisite known
+
+
+def test_a_long_lived_session_syncs_only_what_a_write_changed_and_agrees_with_a_fresh_controller(
+        store: pmem.Store) -> None:
+    from adapters.graph_view import GraphSession, controller_for
+
+    for i in range(8):
+        store.accept(f"book_{i}.author", f"Author {i % 3}")
+    session = GraphSession(store)
+    first = session.next(5)
+    assert session.changes > 8
+    assert session.next(5) == first and session.changes == 0
+    store.contest("book_1.author", "Someone Else")
+    got = session.next(5, previous="book_1")
+    assert 0 < session.changes < 8
+    assert got == controller_for(store.graph(), "book_1").top(5)
+    assert "book_1" in [v for v, _ in got]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.controller import Controller, rank, recompute
+from projections.controller import Controller, Node, rank, recompute
 
 NODES = [f"n{i}" for i in range(6)]
 
@@ -102,3 +102,31 @@ def test_after_any_sequence_of_writes_and_picks_cached_scores_equal_a_full_recom
         elif kind == "read":
             c.scores()
         agrees(c)
+
+
+node = st.builds(Node, importance=st.integers(0, 5).map(float), pagerank=st.integers(0, 3).map(lambda x: x / 3),
+                 community=st.integers(0, 2), confirmed=st.booleans())
+graphs = st.tuples(st.dictionaries(st.sampled_from(NODES), node, max_size=6),
+                   st.sets(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)), max_size=8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(graphs, st.sampled_from([*NODES, None])), min_size=1, max_size=8))
+def test_syncing_to_any_sequence_of_graphs_keeps_cached_scores_equal_to_a_full_recompute(
+        states: list[tuple[tuple[dict[str, Node], set[tuple[str, str]]], str | None]]) -> None:
+    c = Controller()
+    for (nodes, edges), previous in states:
+        c.sync(nodes, edges)
+        c.pick(previous)
+        assert set(c.nodes) == set(nodes)
+        agrees(c)
+
+
+def test_a_sync_that_changes_nothing_rescores_nothing() -> None:
+    c = chain()
+    nodes = {v: Node(n.importance, n.pagerank, n.community, n.confirmed) for v, n in c.nodes.items()}
+    edges = {(a, b) for b, ps in c.requires.items() for a in ps}
+    done = c.recomputed
+    assert c.sync(nodes, edges) == 0
+    c.top(3)
+    assert c.recomputed == done
