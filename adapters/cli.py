@@ -133,6 +133,10 @@ def _build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
     ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
     ing.add_argument("--extractor", default="template", help="template (default) or llm")
+    ing.add_argument("--model", help="litellm model string for --extractor llm / --annotator llm "
+                                     "(default: env PMEM_LLM_MODEL), e.g. openai/qwen")
+    ing.add_argument("--api-base", dest="api_base", help="OpenAI-compatible server URL (default: env PMEM_LLM_BASE)")
+    ing.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
                      help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
 
@@ -208,16 +212,18 @@ def run(argv: Sequence[str]) -> int:
 
 
 def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
-    from adapters.ingest import Ingestor, make_extractor, read_records
+    from adapters.ingest import Ingestor, llm_settings, make_annotator, make_extractor, read_records
 
-    extractor = make_extractor(args.extractor)  # before the store exists: a bad choice creates nothing
+    llm = llm_settings(args.model, args.api_base)
+    extractor = make_extractor(args.extractor, llm)  # before the store exists: a bad choice creates nothing
+    annotator = make_annotator(args.annotator, llm)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
     data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)
     from adapters.api import Store
 
     with Store(db, namespace=ns) as store:
-        for receipt in Ingestor(store, extractor, source=source).run(read_records(data, fmt)):
+        for receipt in Ingestor(store, extractor, source=source, annotator=annotator).run(read_records(data, fmt)):
             _emit(receipt)
     return 0
 

@@ -19,18 +19,20 @@ gets its first receipt back (``"duplicate": true``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import orjson
 
 from adapters.api import Store
+from adapters.llm import LlmSettings
 from domain.errors import ExtractorNotConfigured, InvalidOperation
 from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
 from domain.extraction.facts import Extraction, Fact
 from domain.extraction.template import TemplateExtractor
-from domain.operations import Operation, parse_operation
+from domain.operations import Evidence, Operation, parse_operation, recorded_noop
 from domain.views import Receipt
 
 FORMATS = ("lines", "jsonl")
@@ -54,8 +56,15 @@ class Record:
     problem: str | None = None  # why the record could not even be read
 
 
-Pending = tuple[Annotation, Operation, Record] | dict[str, Any]
-"""A fact waiting to be written, or the finished receipt of a record that gives no write."""
+Pending = tuple[Annotation | None, Operation, Record] | dict[str, Any]
+"""A fact (or, with no annotation, a recorded extraction failure) waiting to be written, or the finished
+receipt of a record that gives no write."""
+
+FAILURE_KEY = "_extraction.failed"
+"""The cell that records extraction failures as ``noop`` events. No user key can name it: key
+normalisation strips a leading ``_``. It never gets a head, so it never shows in the frontier."""
+
+Annotator = Callable[[Fact, CellSnapshot], Annotation]
 
 
 class Extractor(Protocol):
@@ -64,14 +73,40 @@ class Extractor(Protocol):
     def extract(self, text: str, record: int) -> Extraction: ...
 
 
-def make_extractor(name: str) -> Extractor:
-    """The extractor called ``name``; ``llm`` is not wired up yet."""
+def make_extractor(name: str, llm: LlmSettings | None = None) -> Extractor:
+    """The extractor called ``name``; ``llm`` needs model settings (``--model``)."""
     if name == "template":
         return TemplateExtractor()
     if name == "llm":
-        raise ExtractorNotConfigured("llm extractor not configured (use --extractor template)")
+        if llm is None:
+            raise ExtractorNotConfigured("llm extractor not configured: give --model (or set PMEM_LLM_MODEL), "
+                                         "e.g. --model openai/qwen --api-base http://127.0.0.1:8080/v1")
+        from adapters.llm_extractor import LlmExtractor
+
+        return LlmExtractor(llm)
     raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
                            field="extractor")
+
+
+def llm_settings(model: str | None, api_base: str | None) -> LlmSettings | None:
+    """Model settings from the CLI, else the environment (``PMEM_LLM_MODEL``, ``PMEM_LLM_BASE``); None if no model."""
+    model = model or os.environ.get("PMEM_LLM_MODEL")
+    if not model:
+        return None
+    return LlmSettings(model, api_base or os.environ.get("PMEM_LLM_BASE"), os.environ.get("PMEM_LLM_KEY"))
+
+
+def make_annotator(name: str, llm: LlmSettings | None = None) -> Annotator:
+    """The rule-based annotator, or the LLM one (validated the same way) when asked and configured."""
+    if name == "rule":
+        return annotate
+    if name == "llm":
+        if llm is None:
+            raise ExtractorNotConfigured("llm annotator not configured: give --model (or set PMEM_LLM_MODEL)")
+        from adapters.llm_extractor import LlmAnnotator
+
+        return LlmAnnotator(llm)
+    raise InvalidOperation(f"unknown annotator {name!r} (expected rule or llm)", field="annotator")
 
 
 def read_records(data: bytes, fmt: str) -> Iterator[Record]:
@@ -105,9 +140,11 @@ def _json_record(n: int, line: str) -> Record:
 class Ingestor:
     """Extract -> annotate -> write, one receipt (a dict) per fact or per record without facts."""
 
-    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest") -> None:
+    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest",
+                 annotator: Annotator = annotate) -> None:
         self.store = store
         self.extractor = extractor
+        self.annotator = annotator
         self.source = source
         self._cells: dict[str, CellSnapshot] = {}
 
@@ -123,11 +160,14 @@ class Ingestor:
                     if isinstance(item, dict):
                         pending.append(item)
                         continue
+                    if isinstance(item, str):
+                        pending.append((None, self._failure(record, item), record))
+                        continue
                     fact, i = item
                     if fact.key in keys or len(pending) >= MAX_BATCH:
                         yield from self._flush(pending)  # so the annotation sees the head those left
                         pending, keys = [], set()
-                    annotation = annotate(fact, self._cell(fact.key))
+                    annotation = self.annotator(fact, self._cell(fact.key))
                     try:
                         op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
                     except InvalidOperation as e:
@@ -138,12 +178,18 @@ class Ingestor:
         yield from self._flush(pending)
 
     @staticmethod
-    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any]]:
-        """The record's facts (with their position), or the receipt saying why it has none to write."""
+    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any] | str]:
+        """The record's facts (with their position), the receipt saying why it has none to write, or (a
+        string) an extraction failure or dropped fact to record in the log."""
         if extraction is None:
             yield _unwritten(record, None, record.problem or "unreadable record")
+            return
+        yield from (f"dropped fact: {why}" for why in extraction.dropped)
+        if extraction.failed:
+            yield extraction.reason or "extraction failed"
         elif not extraction.facts:
-            yield _unwritten(record, None, extraction.reason or "no facts")
+            if not extraction.dropped:  # the dropped facts' noops already account for the record
+                yield _unwritten(record, None, extraction.reason or "no facts")
         elif record.confidence is not None and not _is_confidence(record.confidence):
             yield _unwritten(record, extraction.facts[0].key, "invalid observation: 'confidence' must be a "
                              f"number from 0 to 1, got {record.confidence!r}")
@@ -176,6 +222,12 @@ class Ingestor:
             d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
         return d
 
+    def _failure(self, record: Record, reason: str) -> Operation:
+        """The ``noop`` that records an extraction failure of ``record`` in the log, with its evidence."""
+        evidence = Evidence(record.text[:1_000_000] if record.text else None,
+                            record.source if isinstance(record.source, str) else f"{self.source}:{record.number}")
+        return recorded_noop(self.store.namespace, FAILURE_KEY, reason[:1000], evidence)
+
     def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
         writes = [p for p in pending if isinstance(p, tuple)]
         receipts = iter(self.store.apply([op for _, op, _ in writes]) if writes else [])
@@ -185,6 +237,9 @@ class Ingestor:
                 continue
             annotation, _, record = item
             receipt = next(receipts)
+            if annotation is None:
+                yield {**receipt.to_dict(), "record": record.number, "text": record.text}
+                continue
             self._remember(annotation.fact.key, receipt)
             yield _written(record, annotation, receipt)
 
