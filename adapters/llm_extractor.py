@@ -15,6 +15,7 @@ from typing import Any
 from adapters.llm import JsonModel, LlmSettings
 from domain.extraction.annotate import LOW_CONFIDENCE, Annotation, CellSnapshot, annotate, validate
 from domain.extraction.facts import Extraction, Fact
+from domain.extraction.key_identity import same_key
 from domain.extraction.llm_output import FACTS_SCHEMA, find_json_object, parse_facts
 
 EXTRACT_PROMPT = """You extract durable facts from one record for an agent's memory.
@@ -103,3 +104,38 @@ class LlmAnnotator:
         if op in ("accept", "reject") and fact.confidence < LOW_CONFIDENCE:
             op, why = "contest", f"{why} (lowered to contest: confidence {fact.confidence:.2f} < {LOW_CONFIDENCE})"
         return Annotation(fact, op, f"llm: {why}", validate(op, fact.value, cell))
+
+
+JUDGE_PROMPT = """Two memory keys name fact slots. Do they name the same slot (the same attribute of the same
+subject)? You see only the key names. Answer with one JSON object {"same": true|false, "why": ...}."""
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"same": {"type": "boolean"}, "why": {"type": "string"}},
+    "required": ["same", "why"],
+    "additionalProperties": False,
+}
+
+
+def _read_same(answer: str) -> tuple[tuple[bool, str] | None, str]:
+    obj, why = find_json_object(answer, "same")
+    if obj is None:
+        return None, why
+    if not isinstance(obj["same"], bool):
+        return None, "'same' must be true or false"
+    text = obj.get("why")
+    return (obj["same"], text[:200] if isinstance(text, str) else ""), ""
+
+
+class LlmKeyJudge:
+    """Same slot or not for two key names (never values), by a model; the deterministic check if unusable."""
+
+    def __init__(self, settings: LlmSettings) -> None:
+        self.model = JsonModel(settings)
+
+    def __call__(self, a: str, b: str) -> tuple[bool, str]:
+        result = self.model.ask(JUDGE_PROMPT, f"key A: {a}\nkey B: {b}", JUDGE_SCHEMA, "same_key", _read_same)
+        if result.value is None:
+            same, why = same_key(a, b)
+            return same, f"{result.reason}; deterministic: {why}"
+        same, why = result.value
+        return same, f"llm: {why or ('same' if same else 'different')}"
