@@ -91,6 +91,16 @@ def same_key(a: str, b: str) -> tuple[bool, str]:
     return False, f"token overlap {overlap:.2f} after synonyms is below {SAME_OVERLAP}"
 
 
+def shortlist_phrase(key: str) -> tuple[str | None, str]:
+    """The key's subject (None for a key about the user) and the phrase the shortlist embeds.
+
+    Only keys with the same subject can merge, so the shortlist compares within a subject and embeds
+    the attribute alone: a few dozen relation phrases then serve every subject from the cache."""
+    subject = _subject(key)
+    attribute = key if subject is None else key[len(subject) + 1:]
+    return subject, key_phrase(attribute) or attribute
+
+
 def alias_key(key: str) -> str:
     """The system cell whose head, when present, routes ``key`` to its canonical key."""
     return ALIAS_PREFIX + key

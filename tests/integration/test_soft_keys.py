@@ -13,7 +13,7 @@ from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache
 from adapters.ingest import Ingestor, read_records
 from adapters.onnx_embedder import OnnxEmbedder
 from adapters.soft_keys import DEFAULT_THRESHOLD, KeyIdentity, unmerge
-from domain.extraction.key_identity import key_phrase, same_key
+from domain.extraction.key_identity import same_key, shortlist_phrase
 from domain.extraction.template import TemplateExtractor
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "key_pairs.tsv"
@@ -34,8 +34,8 @@ def embedder() -> Iterator[CachedEmbedder]:
 
 def test_the_calibration_set_merges_with_precision_above_the_floor(embedder: CachedEmbedder) -> None:
     pairs = labelled_pairs()
-    a = embedder.embed([key_phrase(x) for x, _, _ in pairs])
-    b = embedder.embed([key_phrase(y) for _, y, _ in pairs])
+    a = embedder.embed([shortlist_phrase(x)[1] for x, _, _ in pairs])
+    b = embedder.embed([shortlist_phrase(y)[1] for _, y, _ in pairs])
     cosine = (np.asarray(a) * np.asarray(b)).sum(axis=1)
     merged = [bool(c >= DEFAULT_THRESHOLD and same_key(x, y)[0]) for c, (x, y, _) in zip(cosine, pairs, strict=True)]
     tp = sum(m and y for m, (_, _, y) in zip(merged, pairs, strict=True))
