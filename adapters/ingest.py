@@ -198,9 +198,10 @@ class Ingestor:
                         pending.append((None, self._failure(record, item), record, {}))
                         continue
                     fact, i = item
-                    extra: dict[str, Any] = {}
                     if self.identity is not None:
                         fact, extra = self._route(fact, record, pending)
+                    else:
+                        extra = {}
                     if fact.key in keys or len(pending) >= MAX_BATCH:
                         yield from self._flush(pending)  # so the annotation sees the head those left
                         pending, keys = [], set()
@@ -223,7 +224,8 @@ class Ingestor:
         if extraction is None:
             yield _unwritten(record, None, record.problem or "unreadable record")
             return
-        yield from (f"dropped fact: {why}" for why in extraction.dropped)
+        if extraction.dropped:
+            yield from (f"dropped fact: {why}" for why in extraction.dropped)
         if extraction.failed:
             yield extraction.reason or "extraction failed"
         elif not extraction.facts:
@@ -295,7 +297,9 @@ class Ingestor:
                 yield {**receipt.to_dict(), "record": record.number, "text": record.text, **extra}
                 continue
             self._remember(annotation.fact.key, receipt)
-            yield {**_written(record, annotation, receipt), **extra}
+            d = _written(record, annotation, receipt)
+            d.update(extra)
+            yield d
 
     def _remember(self, key: str, r: Receipt) -> None:
         if r.duplicate:
