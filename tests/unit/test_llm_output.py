@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain.extraction.llm_output import find_json_object, parse_facts
 
@@ -74,3 +76,14 @@ def test_an_empty_fact_list_is_no_facts_not_a_failure() -> None:
 
 def test_find_json_object_wants_the_required_field() -> None:
     assert find_json_object('{"a": 1} then {"op": "accept"}', "op")[0] == {"op": "accept"}
+
+_PIECES = st.sampled_from(['{', '}', '[', ']', '"', '\\', ':', ',', '```json\n', '```', '"facts"', '"key"',
+                           '"value"', '"status"', '"asserted"', '"hedged"', 'null', '1e999', '\\u12', ' ', '\n'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=40).map("".join))
+def test_any_answer_gives_facts_or_a_reason_and_never_raises(output: str) -> None:
+    x = parse_facts(output, 1, "t")
+    assert x.facts or x.reason
+    assert all(f.key and f.value for f in x.facts)
