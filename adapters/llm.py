@@ -91,6 +91,7 @@ class JsonModel:
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": s.model, "messages": messages, "temperature": s.temperature, "timeout": s.timeout_s,
+            "max_retries": 0,  # our own attempts are the bound; the client must not multiply them
             "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}},
         }
         if s.api_base:

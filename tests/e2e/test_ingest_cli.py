@@ -78,3 +78,16 @@ def test_soft_keys_merge_a_paraphrase_and_unmerge_undoes_it_for_later_records(db
     assert ok(db_path, "get", "5K PB")[0]["value"] == "24:59"
     err = error(pmem(db_path, "ingest", str(f), "--key-threshold", "1.5"))
     assert "key-threshold" in err["detail"]
+
+
+def test_an_unreachable_model_server_leaves_a_recorded_noop_per_record(db_path: Path, tmp_path: Path) -> None:
+    f = tmp_path / "in.txt"
+    f.write_text("My home city is now Porto.\n\nMy dog is now Rex.\n")
+    receipts = ok(db_path, "ingest", str(f), "--extractor", "llm", "--model", "openai/qwen",
+                  "--api-base", "http://127.0.0.1:9/v1")
+    assert [(r["record"], r["key"], r["op"]) for r in receipts] == [
+        (1, "_extraction.failed", "noop"), (3, "_extraction.failed", "noop")]
+    assert all("model call failed" in r["reason"] and r["event_index"] for r in receipts)
+    logged = ok(db_path, "log")
+    assert [e["event_index"] for e in logged] == [r["event_index"] for r in receipts]
+    assert ok(db_path, "frontier") == []
