@@ -35,6 +35,8 @@ class LlmSettings:
     def __post_init__(self) -> None:
         if not self.model or not self.model.strip():
             raise ExtractorNotConfigured("no model configured (give --model, e.g. openai/qwen --api-base URL)")
+        if self.api_base and "/" not in self.model:  # a bare alias on an OpenAI-compatible server
+            self.model = f"openai/{self.model.strip()}"
         if self.attempts < 1:
             raise ExtractorNotConfigured(f"attempts must be at least 1, got {self.attempts}")
 

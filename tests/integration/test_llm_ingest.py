@@ -106,3 +106,9 @@ def test_llm_ingest_needs_a_configured_model() -> None:
         make_annotator("llm", None)
     with pytest.raises(ExtractorNotConfigured, match="no model configured"):
         LlmSettings(" ")
+
+
+def test_a_bare_model_alias_with_an_api_base_means_an_openai_compatible_server() -> None:
+    assert LlmSettings("qwen", "http://127.0.0.1:9/v1").model == "openai/qwen"
+    assert LlmSettings("ollama/qwen", "http://127.0.0.1:9").model == "ollama/qwen"
+    assert LlmSettings("gpt-4o-mini").model == "gpt-4o-mini"
