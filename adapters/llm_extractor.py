@@ -55,11 +55,9 @@ class LlmExtractor:
         """The facts of one record, or (``failed``) why the model's answers could not be used."""
         if not text.strip():
             return Extraction(record, text, reason="empty record")
-        found: list[Extraction] = []
 
         def parse(answer: str) -> tuple[Extraction | None, str]:
             x = parse_facts(answer, record, text)
-            found.append(x)
             return (None, x.reason or "unusable") if x.failed else (x, "")
 
         result = self.model.ask(EXTRACT_PROMPT, text, FACTS_SCHEMA, "facts", parse)
