@@ -134,6 +134,16 @@ def _build_parser() -> argparse.ArgumentParser:
     ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
     ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
     ing.add_argument("--extractor", default="template", help="template (default) or llm")
+    ing.add_argument("--model", help="litellm model string for --extractor llm / --annotator llm "
+                                     "(default: env PMEM_LLM_MODEL), e.g. openai/qwen")
+    ing.add_argument("--api-base", dest="api_base", help="OpenAI-compatible server URL (default: env PMEM_LLM_BASE)")
+    ing.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
+    ing.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
+                     help="merge paraphrased keys into registered ones (auto: on for --extractor llm)")
+    ing.add_argument("--key-threshold", dest="key_threshold", type=float, default=0.72,
+                     help="cosine at which a registered key is a merge candidate (default 0.72)")
+    um = sub.add_parser("unmerge", parents=[common], help="undo a soft-key merge: KEY goes to its own cell from now on")
+    um.add_argument("key")
     ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
                      help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
 
@@ -194,6 +204,13 @@ def run(argv: Sequence[str]) -> int:
             elif args.value is not None:
                 d["value"] = args.value
             _emit(store.apply([parse_operation(d, ns)])[0].to_dict())
+        elif args.command == "unmerge":
+            from adapters.soft_keys import unmerge
+            from domain.keys import normalize_key
+
+            if not normalize_key(args.key):
+                raise UsageError(f"key {args.key!r} is empty after normalisation")
+            _emit(unmerge(store, normalize_key(args.key)).to_dict())
         elif args.command == "get":
             _emit(store.get(args.key, as_of=args.as_of, disclose=args.disclose.split(",")).to_dict())
         elif args.command == "frontier":
@@ -214,16 +231,20 @@ def run(argv: Sequence[str]) -> int:
 
 
 def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
-    from adapters.ingest import Ingestor, make_extractor, read_records
+    from adapters.ingest import Ingestor, llm_settings, make_annotator, make_extractor, make_identity, read_records
 
-    extractor = make_extractor(args.extractor)  # before the store exists: a bad choice creates nothing
+    llm = llm_settings(args.model, args.api_base)
+    extractor = make_extractor(args.extractor, llm)  # before the store exists: a bad choice creates nothing
+    annotator = make_annotator(args.annotator, llm)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
     data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)
     from adapters.api import Store
 
     with Store(db, namespace=ns) as store:
-        for receipt in Ingestor(store, extractor, source=source).run(read_records(data, fmt)):
+        identity = make_identity(store, db, args.soft_keys, args.extractor, llm, args.key_threshold)
+        ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
+        for receipt in ingestor.run(read_records(data, fmt)):
             _emit(receipt)
     return 0
 

@@ -19,19 +19,25 @@ gets its first receipt back (``"duplicate": true``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from adapters.api import Store
+from adapters.llm import LlmSettings
 from domain.errors import ExtractorNotConfigured, InvalidOperation
 from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
 from domain.extraction.facts import Extraction, Fact
 from domain.extraction.template import TemplateExtractor
-from domain.operations import Operation, parse_operation
+from domain.operations import Evidence, Operation, parse_operation, recorded_noop
 from domain.views import Receipt
+
+if TYPE_CHECKING:
+    from adapters.soft_keys import KeyIdentity
 
 FORMATS = ("lines", "jsonl")
 EXTRACTORS = ("template", "llm")
@@ -54,8 +60,15 @@ class Record:
     problem: str | None = None  # why the record could not even be read
 
 
-Pending = tuple[Annotation, Operation, Record] | dict[str, Any]
-"""A fact waiting to be written, or the finished receipt of a record that gives no write."""
+Pending = tuple[Annotation | None, Operation, Record, dict[str, Any]] | dict[str, Any]
+"""A fact (or, with no annotation, a recorded extraction failure) waiting to be written, or the finished
+receipt of a record that gives no write."""
+
+FAILURE_KEY = "_extraction.failed"
+"""The cell that records extraction failures as ``noop`` events. No user key can name it: key
+normalisation strips a leading ``_``. It never gets a head, so it never shows in the frontier."""
+
+Annotator = Callable[[Fact, CellSnapshot], Annotation]
 
 
 class Extractor(Protocol):
@@ -64,14 +77,61 @@ class Extractor(Protocol):
     def extract(self, text: str, record: int) -> Extraction: ...
 
 
-def make_extractor(name: str) -> Extractor:
-    """The extractor called ``name``; ``llm`` is not wired up yet."""
+def make_extractor(name: str, llm: LlmSettings | None = None) -> Extractor:
+    """The extractor called ``name``; ``llm`` needs model settings (``--model``)."""
     if name == "template":
         return TemplateExtractor()
     if name == "llm":
-        raise ExtractorNotConfigured("llm extractor not configured (use --extractor template)")
+        if llm is None:
+            raise ExtractorNotConfigured("llm extractor not configured: give --model (or set PMEM_LLM_MODEL), "
+                                         "e.g. --model openai/qwen --api-base http://127.0.0.1:8080/v1")
+        from adapters.llm_extractor import LlmExtractor
+
+        return LlmExtractor(llm)
     raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
                            field="extractor")
+
+
+def llm_settings(model: str | None, api_base: str | None) -> LlmSettings | None:
+    """Model settings from the CLI, else the environment (``PMEM_LLM_MODEL``, ``PMEM_LLM_BASE``); None if no model."""
+    model = model or os.environ.get("PMEM_LLM_MODEL")
+    if not model:
+        return None
+    return LlmSettings(model, api_base or os.environ.get("PMEM_LLM_BASE"), os.environ.get("PMEM_LLM_KEY"))
+
+
+def make_annotator(name: str, llm: LlmSettings | None = None) -> Annotator:
+    """The rule-based annotator, or the LLM one (validated the same way) when asked and configured."""
+    if name == "rule":
+        return annotate
+    if name == "llm":
+        if llm is None:
+            raise ExtractorNotConfigured("llm annotator not configured: give --model (or set PMEM_LLM_MODEL)")
+        from adapters.llm_extractor import LlmAnnotator
+
+        return LlmAnnotator(llm)
+    raise InvalidOperation(f"unknown annotator {name!r} (expected rule or llm)", field="annotator")
+
+
+def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSettings | None,
+                  threshold: float) -> KeyIdentity | None:
+    """Soft key identity for an ingest, or None. ``auto`` turns it on for the llm extractor only: template
+    keys are canonical by construction (the extractor names every relation itself)."""
+    if mode not in ("auto", "on", "off"):
+        raise InvalidOperation(f"--soft-keys must be auto, on or off, got {mode!r}", field="soft-keys")
+    if not 0 < threshold <= 1:
+        raise InvalidOperation(f"--key-threshold must be in (0, 1], got {threshold}", field="key-threshold")
+    if mode == "off" or (mode == "auto" and extractor != "llm"):
+        return None
+    from adapters.embedding_cache import CachedEmbedder, SqliteEmbeddingCache
+    from adapters.llm_extractor import LlmKeyJudge
+    from adapters.onnx_embedder import OnnxEmbedder
+    from adapters.soft_keys import KeyIdentity
+    from domain.extraction.key_identity import same_key
+
+    embedder = CachedEmbedder(OnnxEmbedder(), SqliteEmbeddingCache(path))
+    judge = LlmKeyJudge(llm) if llm is not None else same_key
+    return KeyIdentity(store, embedder, threshold=threshold, judge=judge).load()
 
 
 def read_records(data: bytes, fmt: str) -> Iterator[Record]:
@@ -105,9 +165,13 @@ def _json_record(n: int, line: str) -> Record:
 class Ingestor:
     """Extract -> annotate -> write, one receipt (a dict) per fact or per record without facts."""
 
-    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest") -> None:
+    def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest",
+                 annotator: Annotator = annotate, identity: KeyIdentity | None = None) -> None:
         self.store = store
         self.extractor = extractor
+        self.annotator = annotator
+        self.identity = identity
+        self.timings = {"extraction": 0.0, "identity": 0.0, "append": 0.0}  # seconds, for the benchmark
         self.source = source
         self._cells: dict[str, CellSnapshot] = {}
 
@@ -116,34 +180,57 @@ class Ingestor:
         pending: list[Pending] = []
         keys: set[str] = set()
         for chunk in _chunks(records, READ_CHUNK):
+            started = time.perf_counter()
             extracted = [(r, None if r.text is None else self.extractor.extract(r.text, r.number)) for r in chunk]
-            self._prefetch({f.key for _, x in extracted if x is not None for f in x.facts})
+            self.timings["extraction"] += time.perf_counter() - started
+            chunk_keys = {f.key for _, x in extracted if x is not None for f in x.facts}
+            if self.identity is not None:
+                started = time.perf_counter()
+                self.identity.prepare(chunk_keys)
+                self.timings["identity"] += time.perf_counter() - started
+            self._prefetch(chunk_keys)
             for record, extraction in extracted:
                 for item in self._facts(record, extraction):
                     if isinstance(item, dict):
                         pending.append(item)
                         continue
+                    if isinstance(item, str):
+                        pending.append((None, self._failure(record, item), record, {}))
+                        continue
                     fact, i = item
+                    if self.identity is not None:
+                        fact, extra = self._route(fact, record, pending)
+                    else:
+                        extra = {}
                     if fact.key in keys or len(pending) >= MAX_BATCH:
                         yield from self._flush(pending)  # so the annotation sees the head those left
                         pending, keys = [], set()
-                    annotation = annotate(fact, self._cell(fact.key))
+                    cell = self._cell(fact.key)
+                    extra["conflict"] = cell.value is not None and fact.value != cell.value
+                    annotation = self.annotator(fact, cell)
                     try:
                         op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
                     except InvalidOperation as e:
                         pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
                         continue
-                    pending.append((annotation, op, record))
+                    pending.append((annotation, op, record, extra))
                     keys.add(fact.key)
         yield from self._flush(pending)
 
     @staticmethod
-    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any]]:
-        """The record's facts (with their position), or the receipt saying why it has none to write."""
+    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any] | str]:
+        """The record's facts (with their position), the receipt saying why it has none to write, or (a
+        string) an extraction failure or dropped fact to record in the log."""
         if extraction is None:
             yield _unwritten(record, None, record.problem or "unreadable record")
+            return
+        if extraction.dropped:
+            yield from (f"dropped fact: {why}" for why in extraction.dropped)
+        if extraction.failed:
+            yield extraction.reason or "extraction failed"
         elif not extraction.facts:
-            yield _unwritten(record, None, extraction.reason or "no facts")
+            if not extraction.dropped:  # the dropped facts' noops already account for the record
+                yield _unwritten(record, None, extraction.reason or "no facts")
         elif record.confidence is not None and not _is_confidence(record.confidence):
             yield _unwritten(record, extraction.facts[0].key, "invalid observation: 'confidence' must be a "
                              f"number from 0 to 1, got {record.confidence!r}")
@@ -176,17 +263,43 @@ class Ingestor:
             d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
         return d
 
+    def _route(self, fact: Fact, record: Record, pending: list[Pending]) -> tuple[Fact, dict[str, Any]]:
+        """Send ``fact`` to the cell soft key identity chooses; queue the merge event if it makes one."""
+        assert self.identity is not None
+        started = time.perf_counter()
+        res = self.identity.resolve(fact.key)
+        self.timings["identity"] += time.perf_counter() - started
+        if res.merge is not None:
+            pending.append((None, res.merge, record, {"identity": "merge", "reason": res.why}))
+        extra = res.receipt_fields()
+        if res.key != fact.key:
+            extra["extracted_key"] = fact.key
+        return (fact if res.key == fact.key else replace(fact, key=res.key)), extra
+
+    def _failure(self, record: Record, reason: str) -> Operation:
+        """The ``noop`` that records an extraction failure of ``record`` in the log, with its evidence."""
+        evidence = Evidence(record.text[:1_000_000] if record.text else None,
+                            record.source if isinstance(record.source, str) else f"{self.source}:{record.number}")
+        return recorded_noop(self.store.namespace, FAILURE_KEY, reason[:1000], evidence)
+
     def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
         writes = [p for p in pending if isinstance(p, tuple)]
-        receipts = iter(self.store.apply([op for _, op, _ in writes]) if writes else [])
+        started = time.perf_counter()
+        receipts = iter(self.store.apply([op for _, op, _, _ in writes]) if writes else [])
+        self.timings["append"] += time.perf_counter() - started
         for item in pending:
             if isinstance(item, dict):
                 yield item
                 continue
-            annotation, _, record = item
+            annotation, _, record, extra = item
             receipt = next(receipts)
+            if annotation is None:
+                yield {**receipt.to_dict(), "record": record.number, "text": record.text, **extra}
+                continue
             self._remember(annotation.fact.key, receipt)
-            yield _written(record, annotation, receipt)
+            d = _written(record, annotation, receipt)
+            d.update(extra)
+            yield d
 
     def _remember(self, key: str, r: Receipt) -> None:
         if r.duplicate:

@@ -19,7 +19,7 @@ from domain.cell import (
     Revoked,
     Supported,
 )
-from domain.operations import Operation
+from domain.operations import NOOP, Operation
 from domain.state import CONTESTED, CellState
 
 Decision = tuple[type[CellEvent], dict[str, Any]]
@@ -46,6 +46,8 @@ def decide(state: CellState, op: Operation) -> Decision:
 
     head = state.head
     kind, value = op.op, op.value
+    if kind == NOOP:
+        return noop(op.reason or "recorded noop")
     if kind == "revise":
         if op.old_value is not None and not op.hard_commit and (head is None or head.value != op.old_value):
             current = "the cell is empty" if head is None else f"head is {head.value!r}"

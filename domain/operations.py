@@ -54,6 +54,19 @@ class Operation(NamedTuple):
     old_value: str | None = None
     correction: bool = False
     hard_commit: bool = False
+    reason: str | None = None  # only for the internal ``noop`` op (see ``recorded_noop``)
+
+
+NOOP = "noop"
+"""Internal op: record an observation that could not become a fact (e.g. unusable model output).
+
+``parse_operation`` does not admit it (agents send typed ops); extraction builds it with
+:func:`recorded_noop` so a failure is an event in the log, never a silent drop."""
+
+
+def recorded_noop(namespace: str, key: str, reason: str, evidence: Evidence) -> Operation:
+    """An operation the domain records as a ``noop`` event carrying ``reason`` and ``evidence``."""
+    return Operation(NOOP, namespace, key, evidence=evidence, reason=reason)
 
 
 def _string(d: Mapping[str, Any], name: str, limit: int, *, required: bool = False) -> str | None:

@@ -13,6 +13,14 @@ the best time of each is reported with facts/s and the ratio. Then the ingested 
 frontier cell per slot.
 
     .venv/bin/python scripts/bench_ingest.py [--facts 20000] [--slots 12000] [--repeat 3] [--seed 1]
+
+Then (issue 4) the split: in-process ingest of the FactConsolidation 6k context and of a synthetic
+``--split-facts`` (18,000) stream from the same templates, with soft key identity on (the real ONNX
+embedder, a cold embedding cache in the store file) and off, each into a fresh store: facts/s and the
+seconds spent in extraction, identity (key embedding and shortlist), append (the store's writes) and
+projections (catching the frontier and its tables up afterwards), plus the cells-to-keys ratio (frontier
+cells over distinct extracted keys; 1.0 means no fragmentation and no wrong merge). ``--split-only``
+skips the CLI comparison above.
 """
 
 from __future__ import annotations
@@ -56,13 +64,71 @@ def run(*args: str) -> tuple[float, bytes]:
     return elapsed, r.stdout
 
 
+CONTEXT = ROOT.parent / "shared" / "data" / "factconsolidation" / "factconsolidation_6k_context.txt"
+
+
+def split_run(text: str, db: Path, soft_keys: bool) -> dict[str, float]:
+    """One in-process ingest into a fresh store: timings by stage, facts, keys and cells."""
+    from adapters.api import Store
+    from adapters.ingest import Ingestor, make_identity, read_records
+    from domain.extraction.template import TemplateExtractor
+
+    started = time.perf_counter()
+    with Store(db) as store:
+        t0 = time.perf_counter()
+        identity = make_identity(store, str(db), "on" if soft_keys else "off", "template", None, 0.72)
+        load = time.perf_counter() - t0
+        ingestor = Ingestor(store, TemplateExtractor(), identity=identity)
+        receipts = list(ingestor.run(read_records(text.encode(), "lines")))
+        t0 = time.perf_counter()
+        store.catch_up()
+        projections = time.perf_counter() - t0
+        cells = sum(1 for c in store.frontier() if not c.key.startswith("_"))
+    total = time.perf_counter() - started
+    facts = [r for r in receipts if r.get("form")]
+    keys = {r.get("extracted_key", r["key"]) for r in facts}
+    return {"total": total, "facts": len(facts), "keys": len(keys), "cells": cells,
+            "extraction": ingestor.timings["extraction"], "identity": ingestor.timings["identity"] + load,
+            "append": ingestor.timings["append"], "projections": projections,
+            "merges": identity.merges if identity is not None else 0}
+
+
+def split(args: argparse.Namespace) -> None:
+    """Print the per-stage table for the 6k context and the synthetic stream, soft keys on and off."""
+    synthetic, _ = stream(args.split_facts, args.split_slots, args.seed)
+    inputs = [(f"synthetic {args.split_facts:,}", synthetic)]
+    if CONTEXT.is_file():
+        inputs.insert(0, ("FactConsolidation 6k", CONTEXT.read_text()))
+    print("| stream | soft keys | facts | seconds | facts/s | extraction | identity | append | projections "
+          "| keys | cells | cells/keys | merges |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, text in inputs:
+        for soft in (False, True):
+            with tempfile.TemporaryDirectory() as d:
+                r = split_run(text, Path(d) / "bench.db", soft)
+            print(f"| {name} | {'on' if soft else 'off'} | {r['facts']:,.0f} | {r['total']:.2f} | "
+                  f"{r['facts'] / r['total']:,.0f} | {r['extraction']:.2f} | {r['identity']:.2f} | "
+                  f"{r['append']:.2f} | {r['projections']:.2f} | {r['keys']:,.0f} | {r['cells']:,.0f} | "
+                  f"{r['cells'] / r['keys']:.3f} | {r['merges']:.0f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--split-facts", type=int, default=18_000)
+    p.add_argument("--split-slots", type=int, default=6_000)
+    p.add_argument("--split-only", action="store_true")
     p.add_argument("--facts", type=int, default=20_000)
     p.add_argument("--slots", type=int, default=12_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
+    if not args.split_only:
+        cli(args)
+    split(args)
+
+
+def cli(args: argparse.Namespace) -> None:
+    """The CLI comparison: ``pmem ingest`` against ``pmem apply`` of the same writes."""
     text, n_slots = stream(args.facts, args.slots, args.seed)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

@@ -47,6 +47,8 @@ class Extraction:
     text: str
     facts: tuple[Fact, ...] = ()
     reason: str | None = None
+    failed: bool = False  # the extractor could not read the record (e.g. unusable model output)
+    dropped: tuple[str, ...] = ()  # why each fact the extractor rejected was rejected
 
 
 def ascii_fold(text: str) -> str:

@@ -53,3 +53,41 @@ def test_the_llm_extractor_answers_with_a_clear_error_and_creates_no_store(db_pa
     assert r.returncode == 2 and "unknown extractor" in error(r)["detail"]
     r = pmem(db_path, "ingest", str(tmp_path / "missing.txt"))
     assert r.returncode == 2 and "cannot read" in error(r)["detail"]
+
+
+@pytest.mark.skipif(not CONTEXT.is_file(), reason=f"shared data missing: {CONTEXT}")
+def test_soft_keys_on_the_6k_context_merge_nothing_and_keep_294_cells(db_path: Path) -> None:
+    receipts = ok(db_path, "ingest", str(CONTEXT), "--soft-keys", "on")
+    assert not any(r["key"].startswith("_alias.") for r in receipts[1:])
+    assert {r["identity"] for r in receipts[1:]} == {"new", "exact"}
+    assert len(ok(db_path, "frontier")) == 294
+
+
+def test_soft_keys_merge_a_paraphrase_and_unmerge_undoes_it_for_later_records(db_path: Path, tmp_path: Path) -> None:
+    f = tmp_path / "in.txt"
+    f.write_text("My 5K PB is now 25:50.\nMy personal best over 5 km is now 24:59.\n")
+    receipts = ok(db_path, "ingest", str(f), "--soft-keys", "on")
+    assert [r["key"] for r in receipts] == ["5k_pb", "_alias.personal_best_over_5_km", "5k_pb"]
+    assert receipts[2]["candidates"][0]["key"] == "5k_pb" and receipts[2]["conflict"] is True
+    (r,) = ok(db_path, "unmerge", "personal best over 5 km")
+    assert (r["key"], r["op"], r["head"]["value"]) == ("_alias.personal_best_over_5_km", "accept",
+                                                     "personal_best_over_5_km")
+    f.write_text("My personal best over 5 km is now 23:00.\n")
+    (again,) = ok(db_path, "ingest", str(f), "--soft-keys", "on")
+    assert (again["key"], again["identity"]) == ("personal_best_over_5_km", "own")
+    assert ok(db_path, "get", "5K PB")[0]["value"] == "24:59"
+    err = error(pmem(db_path, "ingest", str(f), "--key-threshold", "1.5"))
+    assert "key-threshold" in err["detail"]
+
+
+def test_an_unreachable_model_server_leaves_a_recorded_noop_per_record(db_path: Path, tmp_path: Path) -> None:
+    f = tmp_path / "in.txt"
+    f.write_text("My home city is now Porto.\n\nMy dog is now Rex.\n")
+    receipts = ok(db_path, "ingest", str(f), "--extractor", "llm", "--model", "openai/qwen",
+                  "--api-base", "http://127.0.0.1:9/v1")
+    assert [(r["record"], r["key"], r["op"]) for r in receipts] == [
+        (1, "_extraction.failed", "noop"), (3, "_extraction.failed", "noop")]
+    assert all("model call failed" in r["reason"] and r["event_index"] for r in receipts)
+    logged = ok(db_path, "log")
+    assert [e["event_index"] for e in logged] == [r["event_index"] for r in receipts]
+    assert ok(db_path, "frontier") == []

@@ -1,0 +1,154 @@
+"""Deterministic reading of what a language model answered (SPEC §7): text -> facts, or why not.
+
+Models wrap JSON in code fences, put it after prose that itself holds braces, stop mid-string, add keys
+nobody asked for, emit megabyte strings and invalid escapes. :func:`parse_facts` takes any of that and
+returns either facts or a reason; it never raises. The adapter retries on a reason (bounded) and, when
+the retries are spent, records the reason in the log, so no observation is dropped silently.
+
+Per-fact problems (an empty or over-long key or value, a key that contains its own value, an unknown
+assertion status) drop that fact and say why in ``Extraction.dropped``; unknown fields of a fact are
+ignored (the schema's fields are all we read).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
+from domain.keys import normalize_key
+
+MAX_OUTPUT_CHARS = 2 * 1024 * 1024  # a longer answer is cut here before parsing
+MAX_VALUE_BYTES = 64 * 1024  # as for any operation (domain.operations)
+MAX_KEY_CHARS = 200
+MAX_CANDIDATES = 64  # how many '{' positions are tried as the start of the JSON document
+
+FACTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string"},
+                    "value": {"type": "string"},
+                    "status": {"type": "string", "enum": list(STATUSES)},
+                    "confidence": {"type": "number"},
+                },
+                "required": ["key", "value", "status"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["facts"],
+    "additionalProperties": False,
+}
+"""The JSON schema the model is asked to answer in."""
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
+_BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])|\\u(?![0-9a-fA-F]{4})')
+_HINT: dict[Status, OpHint] = {"asserted": "accept", "reported": "accept", "hedged": "contest",
+                               "withdrawn": "revoke"}
+
+
+def _fenced(text: str) -> Iterator[str]:
+    """The bodies of code fences first (an unclosed fence runs to the end), then the whole text."""
+    for m in _FENCE.finditer(text):
+        yield m.group(1)
+    yield text
+
+
+def _decode_at(text: str, start: int) -> Any:
+    """The JSON value that starts at ``start``, repairing invalid escapes once; raises ValueError."""
+    decoder = json.JSONDecoder(strict=False)  # raw control characters inside strings are tolerated
+    try:
+        return decoder.raw_decode(text, start)[0]
+    except json.JSONDecodeError as e:
+        if "escape" not in e.msg:
+            raise
+    return decoder.raw_decode(_BAD_ESCAPE.sub(r"\\\\", text[start:]), 0)[0]
+
+
+def find_json_object(text: str, required: str) -> tuple[dict[str, Any] | None, str]:
+    """The first JSON object in ``text`` that has the field ``required``, or ``None`` and why not."""
+    last_error = "no JSON object in the output"
+    for body in _fenced(text[:MAX_OUTPUT_CHARS]):
+        tried = 0
+        for start in (i for i, ch in enumerate(body) if ch == "{"):
+            tried += 1
+            if tried > MAX_CANDIDATES:
+                break
+            try:
+                obj = _decode_at(body, start)
+            except (ValueError, RecursionError) as e:
+                last_error = f"malformed or truncated JSON: {str(e)[:120]}"
+                continue
+            if isinstance(obj, dict) and required in obj:
+                return obj, ""
+            last_error = f"a JSON object without {required!r}"
+    return None, last_error
+
+
+def _fact_problem(item: Any) -> str | None:
+    if not isinstance(item, dict):
+        return f"a fact must be an object, got {type(item).__name__}"
+    for name in ("key", "value"):
+        v = item.get(name)
+        if not isinstance(v, str) or not v.strip():
+            return f"fact {name!r} missing or empty"
+    if len(item["key"]) > MAX_KEY_CHARS:
+        return f"fact key over {MAX_KEY_CHARS} characters"
+    if len(item["value"].encode("utf-8", "surrogatepass")) > MAX_VALUE_BYTES:
+        return f"fact value over {MAX_VALUE_BYTES // 1024} KiB"
+    if any("\ud800" <= ch <= "\udfff" for ch in item["key"] + item["value"]):
+        return "fact has a lone surrogate (invalid UTF-8)"
+    if item.get("status", "asserted") not in STATUSES:
+        return f"unknown assertion status {item.get('status')!r}"
+    c = item.get("confidence")
+    if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1):
+        return f"confidence must be a number from 0 to 1, got {c!r}"[:120]
+    return None
+
+
+def _key_holds_value(key: str, value: str) -> bool:
+    """A key that embeds its value (``personal_best_27_12``) breaks value-independence (SPEC §7)."""
+    v = normalize_key(value)
+    return len(v) >= 3 and v in key
+
+
+def to_fact(item: dict[str, Any], record: int, text: str, form: str) -> Fact | str:
+    """One validated fact from one schema item, or the reason it was dropped."""
+    problem = _fact_problem(item)
+    if problem is not None:
+        return problem
+    key = normalize_key(item["key"])
+    if not key:
+        return f"fact key {item['key'][:60]!r} is empty after normalisation"
+    if _key_holds_value(key, item["value"]):
+        return f"fact key {key!r} contains its value"
+    status: Status = item.get("status", "asserted")
+    c = item.get("confidence")
+    confidence = CONFIDENCE[status] if c is None else float(c)
+    return Fact(key, item["value"].strip(), status, _HINT[status], confidence, record, text, form)
+
+
+def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extraction:
+    """Facts from a model's answer for one record; ``failed`` and the reason when none are usable."""
+    obj, why = find_json_object(output, "facts")
+    if obj is None:
+        return Extraction(record, text, reason=why, failed=True)
+    items = obj["facts"]
+    if not isinstance(items, list):
+        return Extraction(record, text, reason="'facts' is not a list", failed=True)
+    facts: list[Fact] = []
+    dropped: list[str] = []
+    for item in items:
+        got = to_fact(item, record, text, form)
+        (facts.append(got) if isinstance(got, Fact) else dropped.append(got))
+    if not facts:
+        reason = "the model found no facts" if not dropped else f"every fact was invalid: {dropped[0]}"
+        return Extraction(record, text, reason=reason, dropped=tuple(dropped))
+    return Extraction(record, text, facts=tuple(facts), dropped=tuple(dropped))

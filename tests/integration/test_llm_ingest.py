@@ -1,0 +1,114 @@
+"""The LLM extractor and annotator through the real litellm, fed exact answers with its ``mock_response``.
+
+No server is involved. Malformed answers included, every record ends as written facts, as a ``noop``
+event in the log with its reason, or (nothing to write) a receipt with a reason: 0 uncaught exceptions,
+0 silent drops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+import pmem
+from adapters.ingest import FAILURE_KEY, Ingestor, Record, make_annotator, make_extractor
+from adapters.llm import LlmSettings
+from adapters.llm_extractor import LlmAnnotator, LlmExtractor
+from domain.errors import ExtractorNotConfigured
+from domain.extraction.annotate import EMPTY, CellSnapshot
+from domain.extraction.facts import Extraction, Fact
+
+
+def settings(*answers: str) -> LlmSettings:
+    return LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=answers)
+
+
+def facts(*items: tuple[str, str, str]) -> str:
+    return json.dumps({"facts": [{"key": k, "value": v, "status": s} for k, v, s in items]})
+
+
+class PerRecord:
+    """A real extractor that gives each record its own scripted LlmExtractor (one per record number)."""
+
+    name = "llm"
+
+    def __init__(self, answers: Sequence[Sequence[str]]) -> None:
+        self.extractors = [LlmExtractor(settings(*a)) for a in answers]
+
+    def extract(self, text: str, record: int) -> Extraction:
+        return self.extractors[record - 1].extract(text, record)
+
+
+MALFORMED: list[list[str]] = [
+    [facts(("home city", "Porto", "asserted"))],
+    ["```json\n" + facts(("5k pb", "25:50", "asserted")) + "\n```"],
+    ["Sure {here}: " + facts(("5k pb", "24:59", "hedged")) + " {end}"],
+    ['{"facts": [{"key": "car", "value": "Vol'],  # truncated, every attempt
+    [json.dumps({"facts": [{"key": "blob", "value": "x" * 1_000_000, "status": "asserted"}]})],
+    [r'{"facts": [{"key": "folder", "value": "C:\docs", "status": "asserted", "invented": 1}]}'],
+    ["not json at all", facts(("dog", "Rex", "asserted"))],  # recovered on the retry
+    ["litellm.RateLimitError"],  # the call itself fails every time
+    ['{"facts": []}'],
+    [json.dumps({"facts": [{"key": "pb_27_12", "value": "27:12", "status": "asserted"}]})],
+]
+
+
+def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Store) -> None:
+    records = [Record(i, f"record {i}") for i in range(1, len(MALFORMED) + 1)]
+    receipts = list(Ingestor(store, PerRecord(MALFORMED)).run(records))
+    assert {r["record"] for r in receipts} == set(range(1, len(MALFORMED) + 1))  # every record answered
+    for r in receipts:
+        assert r["applied"] or r["reason"], r  # every unapplied receipt says why
+    failures = [r for r in receipts if r["key"] == FAILURE_KEY]
+    assert sorted(r["record"] for r in failures) == [4, 5, 8, 10]
+    logged = [e for e in store.log() if e["key"] == FAILURE_KEY]
+    assert [e["event_index"] for e in logged] == [r["event_index"] for r in failures]
+    assert all(e["op"] == "noop" and e["reason"] for e in logged)
+    assert "truncated" in logged[0]["reason"] and "after 3 attempts" in logged[0]["reason"]
+    assert "over 64 KiB" in logged[1]["reason"] and "RateLimitError" in logged[2]["reason"]
+    assert store.get("home city").value == "Porto" and store.get("folder").value == r"C:\docs"
+    assert store.get("dog").value == "Rex"
+    assert store.get("5k pb").status == "contested"  # the hedged 24:59 contests 25:50
+    assert [r["reason"] for r in receipts if r["record"] == 9] == ["the model found no facts"]
+    assert FAILURE_KEY not in {c.key for c in store.frontier()}
+
+
+def test_a_retry_feeds_back_and_stops_at_the_first_usable_answer() -> None:
+    x = LlmExtractor(settings("```json\n{\"facts\": [", facts(("city", "Porto", "asserted")), "never asked"))
+    assert [f.value for f in x.extract("I live in Porto.", 1).facts] == ["Porto"]
+    assert x.model.calls == 2
+
+
+def fact(value: str = "25:50", confidence: float = 0.9) -> Fact:
+    return Fact("5k_pb", value, "asserted", "accept", confidence, 1, f"My 5K PB is {value}.", "llm")
+
+
+def test_the_llm_annotators_choice_is_validated_like_any_annotators() -> None:
+    contest_empty = LlmAnnotator(settings('{"op": "contest", "why": "unsure"}'))(fact(), EMPTY)
+    assert contest_empty.op == "contest" and contest_empty.invalid == "contest needs a head: the cell is empty"
+    low = LlmAnnotator(settings('{"op": "accept", "why": "newer"}'))(fact("24:00", 0.4),
+                                                                     CellSnapshot("25:50", "active"))
+    assert low.op == "contest" and "lowered to contest" in low.why and low.valid
+
+
+def test_an_unusable_annotator_answer_falls_back_to_the_rules_and_says_so() -> None:
+    a = LlmAnnotator(settings('{"op": "delete"}', "nope", '{"op": "merge"}'))(fact("24:00"),
+                                                                                CellSnapshot("25:50", "active"))
+    assert a.op == "accept" and a.why.startswith("llm output unusable after 3 attempts") and "rule-based" in a.why
+
+
+def test_llm_ingest_needs_a_configured_model() -> None:
+    with pytest.raises(ExtractorNotConfigured, match="give --model"):
+        make_extractor("llm", None)
+    with pytest.raises(ExtractorNotConfigured, match="give --model"):
+        make_annotator("llm", None)
+    with pytest.raises(ExtractorNotConfigured, match="no model configured"):
+        LlmSettings(" ")
+
+
+def test_a_bare_model_alias_with_an_api_base_means_an_openai_compatible_server() -> None:
+    assert LlmSettings("qwen", "http://127.0.0.1:9/v1").model == "openai/qwen"
+    assert LlmSettings("ollama/qwen", "http://127.0.0.1:9").model == "ollama/qwen"
+    assert LlmSettings("gpt-4o-mini").model == "gpt-4o-mini"
