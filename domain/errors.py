@@ -8,7 +8,8 @@
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
     │   └── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
     ├── UnknownProjection       a projection name that does not exist
-    └── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
+    ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
+    └── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
 
 Each error carries a one-line message that says what was wrong and where.
 """
@@ -76,3 +77,9 @@ class ExtractorNotConfigured(PmemError):
     """The requested extractor (e.g. ``llm``) is not set up on this installation."""
 
     kind = "extractor not configured"
+
+
+class ReaderNotConfigured(PmemError):
+    """The optional LLM reader was asked for but no model server is configured (``PMEM_LLM_BASE``)."""
+
+    kind = "reader not configured"
