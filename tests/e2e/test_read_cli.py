@@ -59,3 +59,37 @@ def test_help_lists_read() -> None:
 
     out = subprocess.run([PMEM_BIN, "read", "--help"], capture_output=True, text=True).stdout
     assert "--mode" in out and "--budget" in out and "--disclose" in out
+
+
+def test_the_readme_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
+    import json
+    import os
+    import re
+    import shlex
+    import subprocess
+
+    from tests.conftest import PMEM_BIN, ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Reading: the context an agent receives")
+    console = re.compile(r"```console\n(.*?)```", re.S).search(readme, start)
+    assert console is not None
+    env = {**os.environ, "PMEM_DB": str(tmp_path / "mem.db")}
+    lines = console.group(1).splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("$ "):
+            continue
+        outs = []
+        for cmd in line[2:].split(" && "):
+            r = subprocess.run([PMEM_BIN, *shlex.split(cmd)[1:]], env=env, capture_output=True, text=True)
+            assert r.returncode == 0, (cmd, r.stderr)
+            outs.append(r.stdout.strip())
+        shown = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("$ ") else None
+        if shown is None:
+            continue
+        got = json.loads(outs[-1])
+        if shown.startswith("{..."):  # an excerpt: every "field":value shown must match
+            for field, value in re.findall(r'"(\w+)":("(?:[^"\\]|\\.)*"|\[[^\]]*\]|true|false|\d+)', shown):
+                assert got[field] == json.loads(value), (field, got)
+        else:
+            assert got == json.loads(shown)
