@@ -125,8 +125,9 @@ def llm_flags(env: Env, question: str, context: str, gold: str, stale: Sequence[
 # -- revision chains (ALFWorld-Revision style) -------------------------------------------------------
 def alfworld_vocab() -> tuple[list[str], list[str]]:
     vocab = json.loads(ALFWORLD.read_text())
-    objects = sorted({o.lower() for o in vocab["OBJECTS_SINGULAR"]})
     places = sorted({r.lower() for r in vocab["RECEPTACLES"]})
+    # Some names are both (a coffeemachine, a pot): an object must never be "in" a copy of itself.
+    objects = sorted({o.lower() for o in vocab["OBJECTS_SINGULAR"]} - set(places))
     return objects, places
 
 
