@@ -439,9 +439,13 @@ def plots(r: dict[str, Any], out: Path) -> None:
     rev = r["revision"]
     ls = [int(k.split("=")[1]) for k in rev]
     fig, ax = plt.subplots(figsize=(6, 4))
-    for a in next(iter(rev.values())):
-        ax.plot(ls, [rev[f"L={L}"][a]["valid"] for L in ls], marker="o", label=a)
-    ax.set(xscale="log", xticks=ls, xticklabels=[str(L) for L in ls], xlabel="revisions L", ylim=(-5, 105),
+    styles = ("-o", "--s", ":^", "-.v", "-D")  # equal curves overlap: style and size tell them apart
+    for j, a in enumerate(next(iter(rev.values()))):
+        ax.plot(ls, [rev[f"L={L}"][a]["valid"] for L in ls], styles[j % len(styles)], label=a,
+                markersize=11 - 2 * j, linewidth=3 - 0.4 * j, alpha=0.85)
+    ax.set_xscale("log")
+    ax.minorticks_off()
+    ax.set(xticks=ls, xticklabels=[str(L) for L in ls], xlabel="revisions L", ylim=(-5, 105),
            ylabel="valid context (%)", title="Revision chains: gold present, no stale value")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -481,7 +485,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", type=Path, default=ROOT / "results" / "validity")
     p.add_argument("--llm", action="store_true", help="also run the LLM reader (needs PMEM_LLM_BASE)")
+    p.add_argument("--replot", type=Path, help="rewrite the table and plots from this results.json, run nothing")
     a = p.parse_args(argv)
+    if a.replot is not None:
+        write_outputs(json.loads(a.replot.read_text()), a.out)
+        return 0
     n, ls = (4, (1, 4)) if a.quick else (a.n, LS)
     sizes = [] if a.quick else [int(s) for s in a.synthetic.split(",") if s.strip()]
     llm = None
