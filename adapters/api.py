@@ -31,6 +31,7 @@ from domain.views import CellView, History, Receipt
 from projections.frontier_view import ProjectedCell
 from projections.graph import EntityGraph, prerequisite_key
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
+from projections.reading import ReadResult
 from projections.replay import ReplayReader, Timeline, empty_view, fold
 from projections.vectors import SearchResult
 
@@ -210,6 +211,22 @@ class Store:
             matched = next(v.value for v in t.history().versions if v.vid == h.vid)
             out.append(SearchResult(t.view(), h.score, matched))
         return out
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder search uses (given at open, else the default)."""
+        return self._vector_search().embedder
+
+    # -- reading (SPEC §6) ---------------------------------------------------
+    def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_K, budget: int | None = None,
+             disclose: Iterable[str] = (), as_of: int | None = None,
+             namespace: str | None = None) -> ReadResult:
+        """The context string an agent receives for ``question`` (cells or turns), with its size in
+        characters and tokens; see :mod:`adapters.reader`."""
+        from adapters.reader import Reader
+
+        return Reader(self).read(question, mode=mode, k=k, budget=budget, disclose=_disclosures(disclose),
+                                 as_of=as_of, namespace=namespace)
 
     def rebuild_vectors(self) -> int:
         """Drop the vector tables and cache file and rebuild them from the log; return its last index."""

@@ -148,6 +148,15 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
 
     graph_cli.add_commands(sub, common)
+    rd = sub.add_parser("read", parents=[common], help="the context an agent receives for QUESTION (SPEC §6)")
+    rd.add_argument("question")
+    rd.add_argument("--mode", choices=("cells", "turns"), default="cells",
+                    help="cells (top-L cells, current value first; default) or turns (raw observations, pruned)")
+    rd.add_argument("--budget", type=int, help="context budget in tokens (MiniLM WordPiece); default: none")
+    rd.add_argument("--disclose", default="", help="cells mode: comma list of history,alternatives,support")
+    rd.add_argument("-k", type=int, default=12, help="how many cells or turns to retrieve (default 12)")
+    rd.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
+
     sub.add_parser("demo", parents=[common], help="walk through the paper's situations on a temporary store")
     return p
 
@@ -170,11 +179,13 @@ def run(argv: Sequence[str]) -> int:
     ns = getattr(args, "namespace", None) or "default"
     for name in ("as_of", "after", "limit"):
         _check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
-    if args.command == "search" and args.k < 1:
+    if args.command in ("search", "read") and args.k < 1:
         raise UsageError(f"-k must be a positive number of cells, got {args.k}")
 
     if args.command in graph_cli.COMMANDS:
         graph_cli.check(args, UsageError)
+    if args.command == "read" and args.budget is not None and args.budget < 1:
+        raise UsageError(f"--budget must be a positive number of tokens, got {args.budget}")
     if args.command == "ingest":
         return _ingest(args, db, ns)
     if args.command == "rebuild":
@@ -221,6 +232,9 @@ def run(argv: Sequence[str]) -> int:
             _emit_lines(store.log(after=args.after, limit=args.limit))
         elif args.command == "search":
             _emit_lines(r.to_dict() for r in store.search(args.query, args.k, as_of=args.as_of))
+        elif args.command == "read":
+            _emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
+                             disclose=args.disclose.split(","), as_of=args.as_of).to_dict())
         elif args.command == "rebuild":
             _emit(store.rebuild(args.projection))
         elif args.command == "stats":

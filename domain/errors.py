@@ -9,7 +9,8 @@
     │   ├── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
     │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
     ├── UnknownProjection       a projection name that does not exist
-    └── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
+    ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
+    └── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
 
 Each error carries a one-line message that says what was wrong and where.
 """
@@ -83,3 +84,7 @@ class JudgeUnavailable(StoreError):
     """The configured conflict judge (an LLM server) did not answer usably."""
 
     kind = "judge unavailable"
+class ReaderNotConfigured(PmemError):
+    """The optional LLM reader was asked for but no model server is configured (``PMEM_LLM_BASE``)."""
+
+    kind = "reader not configured"

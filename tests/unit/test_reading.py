@@ -1,0 +1,99 @@
+"""The pure read path (SPEC §6): cell rendering, the current-value gate, supersession pruning, budgets."""
+
+from __future__ import annotations
+
+from domain.views import CellView, VersionView
+from projections.reading import (
+    ReadResult,
+    Turn,
+    asks_current,
+    fit_budget,
+    prune_turns,
+    render_cell,
+    superseded_turns,
+    tail_that_fits,
+)
+
+
+def version(vid: int, value: str, status: str, intervals: tuple[tuple[int, int | None], ...],
+            supersedes: int | None = None, sources: tuple[str, ...] = ()) -> VersionView:
+    return VersionView(vid, value, status, supersedes, None, intervals, 50, len(sources), sources, ())
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+PB = CellView("default", "5k_pb", "25:50", "contested", ("24:59",), (
+    version(1, "27:12", "superseded", ((1, 2),)),
+    version(2, "25:50", "contested", ((2, None),), supersedes=1, sources=("race",)),
+    version(3, "24:59", "alternative", ((3, None),), sources=("watch",)),
+    version(4, "30:00", "revoked", ((4, 5),)),
+))
+
+
+def test_a_cell_renders_current_value_first_on_one_line() -> None:
+    cell = CellView("default", "home_city", "Porto", "active")
+    assert render_cell(cell) == "home_city = Porto"
+
+
+def test_a_contested_cell_appends_its_alternatives() -> None:
+    assert render_cell(PB) == "5k_pb = 25:50  [contested: 24:59]"
+
+
+def test_history_lists_closed_versions_newest_first_with_status() -> None:
+    lines = render_cell(PB, {"history"}).splitlines()
+    assert lines[1] == "  history: 30:00 (revoked); 27:12 (superseded)"
+
+
+def test_alternatives_and_support_disclose_trust_support_and_sources() -> None:
+    lines = render_cell(PB, ["alternatives", "support"]).splitlines()
+    assert lines[1] == "  alternatives: 24:59 (trust 50, support 1, sources: watch)"
+    assert lines[2] == "  support: 1 (trust 50, sources: race)"
+
+
+def test_the_gate_opens_for_questions_about_the_current_value() -> None:
+    assert asks_current("Where is the mug now?")
+    assert asks_current("What is my current 5K PB?")
+    assert asks_current("Which city is the capital of France?")
+
+
+def test_the_gate_stays_shut_for_the_past_and_for_aggregation() -> None:
+    assert not asks_current("Where was the mug before?")
+    assert not asks_current("How many times did I change my PB?")
+    assert not asks_current("List every city I lived in")
+    assert not asks_current("mug location")
+
+
+TURNS = [Turn(1, "mug in cabinet", "mug", 1), Turn(2, "mug moved to desk", "mug", 2),
+         Turn(3, "mug moved to shelf", "mug", 3), Turn(4, "pen in drawer", "pen", 1), Turn(5, "hello")]
+SUPERSEDES = {("mug", 2): 1, ("mug", 3): 2}
+
+
+def test_every_ancestor_of_a_retrieved_version_is_superseded_along_the_graph() -> None:
+    assert superseded_turns(TURNS, SUPERSEDES) == {1, 2}
+    assert superseded_turns([TURNS[0], TURNS[2]], SUPERSEDES) == {1}  # linked through a turn not retrieved
+
+
+def test_pruning_removes_earlier_linked_turns_only_behind_the_gate() -> None:
+    kept, pruned = prune_turns(TURNS, SUPERSEDES, "Where is the mug now?")
+    assert [t.index for t in kept] == [3, 4, 5] and [t.index for t in pruned] == [1, 2]
+    kept, pruned = prune_turns(TURNS, SUPERSEDES, "Where was the mug before?")
+    assert kept == TURNS and pruned == []
+
+
+def test_a_budget_keeps_the_leading_blocks_that_fit() -> None:
+    assert fit_budget(["a b", "c d", "e"], 4, words) == ["a b", "c d"]
+    assert fit_budget(["a b c"], 2, words) == []
+    assert fit_budget(["a", "b"], None, words) == ["a", "b"]
+
+
+def test_the_long_context_tail_is_the_longest_suffix_of_whole_lines_that_fits() -> None:
+    assert tail_that_fits("one two\nthree\nfour five six", 4, words) == "three\nfour five six"
+    assert tail_that_fits("x y z", 2, words) == ""
+
+
+def test_a_read_result_reports_characters_and_tokens() -> None:
+    r = ReadResult("q?", "cells", "a = 1\nb = 2", 8, ("a", "b"))
+    assert r.chars == 11
+    assert r.to_dict()["tokens"] == 8 and r.to_dict()["items"] == ["a", "b"]
