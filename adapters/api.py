@@ -62,6 +62,7 @@ class Store:
                                    f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
         self.path = None if str(path) == ":memory:" else Path(path)
         self._embedder = embedder
+        self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
         self.log_store = EventLog(path, synchronous=sync)
         try:
@@ -79,6 +80,8 @@ class Store:
 
     # -- lifecycle -----------------------------------------------------------
     def close(self) -> None:
+        if self._owned_embedder is not None:
+            self._owned_embedder.cache.close()
         self.projection_db.close()
         self.log_store.close()
 
@@ -213,15 +216,23 @@ class Store:
         """Drop the vector tables and cache file and rebuild them from the log; return its last index."""
         return self._vector_search().rebuild()
 
+    @property
+    def embedder(self) -> Embedder:
+        """What search embeds with: the injected embedder, else the offline ONNX model behind a text
+        cache in the store file (built on first use; the model itself loads on its first text)."""
+        if self._embedder is None:
+            from adapters.default_embedder import default_embedder
+
+            self._embedder = self._owned_embedder = default_embedder(self.path)
+        return self._embedder
+
     def _vector_search(self) -> VectorSearch:
         if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
-            from adapters.hashing_embedder import HashingEmbedder
             from adapters.vector_search import VectorSearch
 
             p = self.path
             cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
-            self._vectors = VectorSearch(self.log_store, self._embedder or HashingEmbedder(),
-                                         self.vector_index, cache)
+            self._vectors = VectorSearch(self.log_store, self.embedder, self.vector_index, cache)
         return self._vectors
 
     # -- projections ---------------------------------------------------------
