@@ -23,6 +23,7 @@ from uuid import UUID
 from adapters.eventlog import EventLog
 from adapters.projection_reader import ProjectionReader
 from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
+from adapters.vector_projection import stored_position
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
 DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
+VECTORS = "vectors"  # the vector projection's name for rebuild and stats
+PROJECTION_NAMES = (*sorted(PROJECTIONS), VECTORS)  # what `rebuild --projection` accepts, besides all
 
 
 class Store:
@@ -251,14 +254,20 @@ class Store:
             return {name: p.catch_up() for name, p in self.projections.items()}
 
     def rebuild(self, projection: str = "all") -> dict[str, Any]:
-        """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``."""
-        if projection != "all" and projection not in self.projections:
+        """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``, ``events``
+        being the log events replayed (each projection replays the same ones, so they are not summed).
+        ``vectors`` also deletes and rewrites the FAISS file; texts already in the embedding cache
+        are not run through the model again."""
+        if projection != "all" and projection not in PROJECTION_NAMES:
             raise InvalidOperation(f"unknown projection {projection!r} (expected "
-                                   f"{', '.join(sorted(self.projections))} or all)", field="projection")
-        names = sorted(self.projections) if projection == "all" else [projection]
+                                   f"{', '.join(PROJECTION_NAMES)} or all)", field="projection")
+        names = PROJECTION_NAMES if projection == "all" else (projection,)
         with self._lock:
-            events, seconds = timed(lambda: sum(self.projections[n].rebuild() for n in names))
+            events, seconds = timed(lambda: max(self._rebuild_one(n) for n in names))
         return {"events": events, "seconds": seconds}
+
+    def _rebuild_one(self, name: str) -> int:
+        return self.rebuild_vectors() if name == VECTORS else self.projections[name].rebuild()
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole store (every namespace), without catching anything up: ``cells``
@@ -270,8 +279,13 @@ class Store:
                 "events": last,
                 "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
                 "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
-                "projections": {name: p.stats(last) for name, p in sorted(self.projections.items())},
+                "projections": {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
+                                VECTORS: _position_and_lag(stored_position(conn), last)},
             }
+
+
+def _position_and_lag(position: int, last: int) -> dict[str, int]:
+    return {"position": position, "lag": max(last - position, 0)}
 
 
 def event_dict(index: int, e: Any) -> dict[str, Any]:

@@ -164,11 +164,11 @@ def run(argv: Sequence[str]) -> int:
     if args.command == "ingest":
         return _ingest(args, db, ns)
     if args.command == "rebuild":
-        from adapters.sqlite_projection import PROJECTIONS
+        from adapters.api import PROJECTION_NAMES
 
-        if args.projection != "all" and args.projection not in PROJECTIONS:
+        if args.projection != "all" and args.projection not in PROJECTION_NAMES:
             raise UsageError(f"unknown projection {args.projection!r} (expected "
-                             f"{', '.join(sorted(PROJECTIONS))} or all)")
+                             f"{', '.join(PROJECTION_NAMES)} or all)")
     ops = None
     if args.command == "apply":
         data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)

@@ -157,6 +157,15 @@ class VectorProjection:
         return _transaction(self.log, commit)
 
 
+def stored_position(conn: sqlite3.Connection) -> int:
+    """The position the tables in this file record, without creating them (0 when they are missing):
+    ``pmem stats`` reports it and must not write."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='pmem_vec_position'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def _position(c: Any) -> int:
     c.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,))
     row = c.fetchone()

@@ -97,7 +97,7 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
             live = dump(store.projection_db)
             assert store.frontier_projection.position() == len(ops)
             assert dump(fresh(store).conn) == live  # a fresh projection in a separate database
-            rebuilt = store.rebuild()
+            rebuilt = store.rebuild("frontier")
             assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
             assert dump(store.projection_db) == live  # and one rebuilt in place
 
