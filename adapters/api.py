@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.eventlog import EventLog
+from adapters.progress import Progress, silent
 from adapters.projection_reader import ProjectionReader
 from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
 from adapters.vector_projection import stored_position
@@ -53,7 +54,8 @@ class Store:
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                  synchronous: str | None = None, reader: str = "projection",
-                 vector_index: str | None = None, embedder: Embedder | None = None) -> None:
+                 vector_index: str | None = None, embedder: Embedder | None = None,
+                 progress: Progress = silent) -> None:
         if reader not in READERS:
             raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
                                    field="reader")
@@ -65,6 +67,7 @@ class Store:
                                    f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
         self.path = None if str(path) == ":memory:" else Path(path)
         self._embedder = embedder
+        self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
         self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
         self.log_store = EventLog(path, synchronous=sync)
@@ -235,7 +238,7 @@ class Store:
 
             p = self.path
             cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
-            self._vectors = VectorSearch(self.log_store, self.embedder, self.vector_index, cache)
+            self._vectors = VectorSearch(self.log_store, self.embedder, self.vector_index, cache, self.progress)
         return self._vectors
 
     # -- projections ---------------------------------------------------------
@@ -246,12 +249,12 @@ class Store:
 
     def _catch_up(self) -> None:
         if isinstance(self.reader, ProjectionReader):
-            self.frontier_projection.catch_up()
+            self.frontier_projection.catch_up(progress=self.progress)
 
     def catch_up(self) -> dict[str, int]:
         """Apply every new event to every projection; return the events each applied."""
         with self._lock:
-            return {name: p.catch_up() for name, p in self.projections.items()}
+            return {name: p.catch_up(progress=self.progress) for name, p in self.projections.items()}
 
     def rebuild(self, projection: str = "all") -> dict[str, Any]:
         """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``, ``events``
@@ -267,7 +270,7 @@ class Store:
         return {"events": events, "seconds": seconds}
 
     def _rebuild_one(self, name: str) -> int:
-        return self.rebuild_vectors() if name == VECTORS else self.projections[name].rebuild()
+        return self.rebuild_vectors() if name == VECTORS else self.projections[name].rebuild(progress=self.progress)
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole store (every namespace), without catching anything up: ``cells``
@@ -310,7 +313,8 @@ def _disclosures(disclose: Iterable[str]) -> frozenset[str]:
 
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                synchronous: str | None = None, reader: str = "projection", **settings: Any) -> Store:
-    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``."""
+    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``,
+    ``progress``."""
     return Store(path, namespace=namespace, synchronous=synchronous, reader=reader, **settings)
 
 

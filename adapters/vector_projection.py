@@ -23,6 +23,7 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 
 from adapters.eventlog import EventLog
+from adapters.progress import Progress, silent
 from domain.errors import StoreUnavailable
 from projections.replay import Timeline, fold
 from projections.vectors import NewVector, VectorFold
@@ -93,19 +94,25 @@ class VectorProjection:
             return [Eligible(*row) for row in c.fetchall()]
 
     # -- catching up ---------------------------------------------------------
-    def catch_up(self) -> int:
-        """Fold every event after the position into the tables; return the new position."""
+    def catch_up(self, progress: Progress = silent) -> int:
+        """Fold every event after the position into the tables; return the new position.
+        ``progress`` is told how far each committed chunk moved the position."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
-        while True:
-            start = self.position()
-            last = self.log.last_index()
-            if last <= start:
-                return start
-            stop = min(last, start + CHUNK)
-            try:
-                self._fold_and_write(start, stop, timelines)
-            except _Moved:
-                timelines.clear()
+        bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
+        try:
+            while True:
+                start = self.position()
+                last = self.log.last_index()
+                if last <= start:
+                    return start
+                stop = min(last, start + CHUNK)
+                try:
+                    self._fold_and_write(start, stop, timelines)
+                except _Moved:
+                    timelines.clear()
+                bar.update(self.position() - start)
+        finally:
+            bar.close()
 
     def reset(self) -> None:
         """Forget everything: the next catch-up replays the log from index 1."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from adapters.eventlog import EventLog
 from adapters.faiss_index import FaissIndex, Header, Ids, Vectors
+from adapters.progress import Progress, silent
 from adapters.vector_projection import Eligible, VectorProjection
 from projections.ports import Embedder
 
@@ -42,15 +43,16 @@ class VectorSearch:
     """The vector projection of one store. ``cache_path`` None keeps the index in memory only."""
 
     def __init__(self, log: EventLog, embedder: Embedder, kind: str = "flat",
-                 cache_path: Path | None = None) -> None:
+                 cache_path: Path | None = None, progress: Progress = silent) -> None:
         self.projection = VectorProjection(log)
         self.embedder, self.kind, self.cache_path = embedder, kind, cache_path
+        self.progress = progress
         self.index: FaissIndex | None = None
         self._saved = -1  # vectors in the cache file as this object last wrote or read it (-1: unknown)
 
     def catch_up(self) -> int:
         """Bring tables and index up to the end of the log; return the event index they reflect."""
-        position = self.projection.catch_up()
+        position = self.projection.catch_up(self.progress)
         self._sync(position)
         return position
 
@@ -80,8 +82,14 @@ class VectorSearch:
         index = self.index if self.index is not None else self._load(total, position)
         if index.count > total:  # the tables were rebuilt behind our back: start over
             index, self._saved = FaissIndex(self.kind, self.embedder.dim), -1
-        for start in range(index.count, total, EMBED_BATCH):
-            index.add(self.embedder.embed(self.projection.texts(start, min(total, start + EMBED_BATCH))))
+        bar = self.progress("embedding", total - index.count)
+        try:
+            for start in range(index.count, total, EMBED_BATCH):
+                stop = min(total, start + EMBED_BATCH)
+                index.add(self.embedder.embed(self.projection.texts(start, stop)))
+                bar.update(stop - start)
+        finally:
+            bar.close()
         self.index = index
         if self.cache_path is None:
             return
