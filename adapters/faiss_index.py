@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -81,20 +82,30 @@ class FaissIndex:
         """Exact cosine of the query with the vectors ``ids``."""
         return self.matrix[ids] @ query
 
-    def candidates(self, query: Vectors, eligible: Ids, m: int) -> Ids:
-        """Up to ``m`` ids among ``eligible`` (sorted) that the index ranks best; exact for ``flat``."""
+    def candidates(self, query: Vectors, eligible: Ids, m: int,
+                   selector: Callable[[], Any] | None = None) -> Ids:
+        """Up to ``m`` ids among ``eligible`` (sorted) that the index ranks best; exact for ``flat``.
+        ``selector`` gives a prebuilt ``IDSelectorBatch`` of ``eligible``; no selector is used when
+        every vector is eligible."""
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         m = min(m, len(eligible))
+        if len(eligible) == self.count:  # all eligible: nothing to filter
+            _, found = self.index.search(q, m, params=self._params(None, m))
+            return found[0][found[0] >= 0]
         if self.kind == "lsh":  # no selector support: over-fetch from everything, then filter
             fetch = min(self.count, m * max(1, -(-self.count // len(eligible))))
             _, found = self.index.search(q, fetch)
             found = found[0][found[0] >= 0]
             return found[np.isin(found, eligible)][:m]
-        sel = faiss.IDSelectorBatch(eligible)
-        params = (faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, m)) if self.kind == "hnsw"
-                  else faiss.SearchParameters(sel=sel))
-        _, found = self.index.search(q, m, params=params)
+        sel = selector() if selector is not None else faiss.IDSelectorBatch(eligible)
+        _, found = self.index.search(q, m, params=self._params(sel, m))
         return found[0][found[0] >= 0]
+
+    def _params(self, sel: Any, m: int) -> Any:
+        if self.kind == "hnsw":
+            return (faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, m)) if sel is None
+                    else faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, m)))
+        return None if sel is None else faiss.SearchParameters(sel=sel)
 
     # -- the cache file ------------------------------------------------------
     def save(self, path: Path, header: Header) -> None:
