@@ -7,7 +7,8 @@
 2. **Rebuild rate**: ``store.rebuild("frontier")`` (drop the tables, replay every event, 1,000 per
    transaction) against the baseline of a raw ``SELECT state`` of the same event rows plus
    ``json.loads`` of each (``orjson.loads`` shown too). Ratio = rebuild events/s / baseline events/s.
-3. **as_of get**: ``store.get(key, as_of=N)`` for ``--gets`` random (cell, N) pairs: p50 and p99.
+3. **as_of get**: ``store.get(key, as_of=N)`` for ``--gets`` random (cell, N) pairs: p50 and p99,
+   from the projection's interval queries and (baseline) from the replay reader folding the cell.
 4. **Peak RSS and database size**: this process's peak RSS after steps 1-3, and the store file
    (plus WAL), both also scaled to one million events.
 5. **CLI start-up**: wall time of ``pmem --db STORE get KEY`` (a subprocess) p50 over ``--cli-runs``,
@@ -128,6 +129,8 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
         timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs[:200])  # warm the page cache
         out["as_of_get"] = percentiles(timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs))
         out["get_now"] = percentiles(timed_each(lambda p: store.get(p[0]), pairs))
+    with pmem.open(path, reader="replay") as replay:  # baseline: the same reads by folding the cell's events
+        out["as_of_get_by_replay"] = percentiles(timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs))
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*") if ".vec-" not in f.name)
     per_m = 1e6 / a.events
