@@ -59,8 +59,9 @@ class Eligible:
 class VectorProjection:
     """Positioned tables of versions and open intervals over one :class:`EventLog`."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: EventLog, chunk: int = CHUNK) -> None:
         self.log = log
+        self.chunk = chunk  # events folded and committed per transaction
         with self._tx(commit=True) as c:
             for stmt in SCHEMA:
                 c.execute(stmt)
@@ -105,7 +106,7 @@ class VectorProjection:
                 last = self.log.last_index()
                 if last <= start:
                     return start
-                stop = min(last, start + CHUNK)
+                stop = min(last, start + self.chunk)
                 try:
                     self._fold_and_write(start, stop, timelines)
                 except _Moved:
