@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from adapters.eventlog import EventLog
+from adapters.progress import Progress, silent
 from adapters.projection_reader import ProjectionReader
 from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
+from adapters.vector_projection import stored_position
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
 DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
+VECTORS = "vectors"  # the vector projection's name for rebuild and stats
+PROJECTION_NAMES = (*sorted(PROJECTIONS), VECTORS)  # what `rebuild --projection` accepts, besides all
 
 
 class Store:
@@ -53,7 +57,8 @@ class Store:
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                  synchronous: str | None = None, reader: str = "projection",
-                 vector_index: str | None = None, embedder: Embedder | None = None) -> None:
+                 vector_index: str | None = None, embedder: Embedder | None = None,
+                 progress: Progress = silent) -> None:
         if reader not in READERS:
             raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
                                    field="reader")
@@ -65,6 +70,8 @@ class Store:
                                    f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
         self.path = None if str(path) == ":memory:" else Path(path)
         self._embedder = embedder
+        self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
+        self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
         self.log_store = EventLog(path, synchronous=sync)
         try:
@@ -82,6 +89,8 @@ class Store:
 
     # -- lifecycle -----------------------------------------------------------
     def close(self) -> None:
+        if self._owned_embedder is not None:
+            self._owned_embedder.cache.close()
         self.projection_db.close()
         self.log_store.close()
 
@@ -212,11 +221,6 @@ class Store:
             out.append(SearchResult(t.view(), h.score, matched))
         return out
 
-    @property
-    def embedder(self) -> Embedder:
-        """The embedder search uses (given at open, else the default)."""
-        return self._vector_search().embedder
-
     # -- reading (SPEC §6) ---------------------------------------------------
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_K, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None,
@@ -232,15 +236,23 @@ class Store:
         """Drop the vector tables and cache file and rebuild them from the log; return its last index."""
         return self._vector_search().rebuild()
 
+    @property
+    def embedder(self) -> Embedder:
+        """What search embeds with: the injected embedder, else the offline ONNX model behind a text
+        cache in the store file (built on first use; the model itself loads on its first text)."""
+        if self._embedder is None:
+            from adapters.default_embedder import default_embedder
+
+            self._embedder = self._owned_embedder = default_embedder(self.path)
+        return self._embedder
+
     def _vector_search(self) -> VectorSearch:
         if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
-            from adapters.hashing_embedder import HashingEmbedder
             from adapters.vector_search import VectorSearch
 
             p = self.path
             cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
-            self._vectors = VectorSearch(self.log_store, self._embedder or HashingEmbedder(),
-                                         self.vector_index, cache)
+            self._vectors = VectorSearch(self.log_store, self.embedder, self.vector_index, cache, self.progress)
         return self._vectors
 
     # -- graph (SPEC §8) -----------------------------------------------------
@@ -266,23 +278,28 @@ class Store:
 
     def _catch_up(self) -> None:
         if isinstance(self.reader, ProjectionReader):
-            self.frontier_projection.catch_up()
+            self.frontier_projection.catch_up(progress=self.progress)
 
     def catch_up(self) -> dict[str, int]:
         """Apply every new event to every projection; return the events each applied."""
         with self._lock:
-            return {name: p.catch_up() for name, p in self.projections.items()}
+            return {name: p.catch_up(progress=self.progress) for name, p in self.projections.items()}
 
     def rebuild(self, projection: str = "all") -> dict[str, Any]:
-        """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``."""
-        if projection != "all" and projection not in self.projections:
+        """Drop and replay ``projection`` (or all) from index 1: ``{"events", "seconds"}``, ``events``
+        being the log events replayed (each projection replays the same ones, so they are not summed).
+        ``vectors`` also deletes and rewrites the FAISS file; texts already in the embedding cache
+        are not run through the model again."""
+        if projection != "all" and projection not in PROJECTION_NAMES:
             raise InvalidOperation(f"unknown projection {projection!r} (expected "
-                                   f"{', '.join(sorted(self.projections))} or all)", field="projection")
-        names = sorted(self.projections) if projection == "all" else [projection]
+                                   f"{', '.join(PROJECTION_NAMES)} or all)", field="projection")
+        names = PROJECTION_NAMES if projection == "all" else (projection,)
         with self._lock:
-            # ``events``: log events replayed (each projection replays the same ones)
-            events, seconds = timed(lambda: max(self.projections[n].rebuild() for n in names))
+            events, seconds = timed(lambda: max(self._rebuild_one(n) for n in names))
         return {"events": events, "seconds": seconds}
+
+    def _rebuild_one(self, name: str) -> int:
+        return self.rebuild_vectors() if name == VECTORS else self.projections[name].rebuild(progress=self.progress)
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole store (every namespace), without catching anything up: ``cells``
@@ -294,8 +311,13 @@ class Store:
                 "events": last,
                 "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
                 "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
-                "projections": {name: p.stats(last) for name, p in sorted(self.projections.items())},
+                "projections": {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
+                                VECTORS: _position_and_lag(stored_position(conn), last)},
             }
+
+
+def _position_and_lag(position: int, last: int) -> dict[str, int]:
+    return {"position": position, "lag": max(last - position, 0)}
 
 
 def event_dict(index: int, e: Any) -> dict[str, Any]:
@@ -320,7 +342,8 @@ def _disclosures(disclose: Iterable[str]) -> frozenset[str]:
 
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                synchronous: str | None = None, reader: str = "projection", **settings: Any) -> Store:
-    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``."""
+    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``,
+    ``progress``."""
     return Store(path, namespace=namespace, synchronous=synchronous, reader=reader, **settings)
 
 

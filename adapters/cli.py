@@ -75,6 +75,8 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--db", default=argparse.SUPPRESS,
                         help="SQLite file of the store (default: $PMEM_DB or ./pmem.db)")
     common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
+    common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars (they are drawn only when stderr is a terminal)")
     p = _Parser(prog="pmem", parents=[common],
                 description="P-Mem: an event-sourced memory that keeps what it displaced.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -189,18 +191,18 @@ def run(argv: Sequence[str]) -> int:
     if args.command == "ingest":
         return _ingest(args, db, ns)
     if args.command == "rebuild":
-        from adapters.sqlite_projection import PROJECTIONS
+        from adapters.api import PROJECTION_NAMES
 
-        if args.projection != "all" and args.projection not in PROJECTIONS:
+        if args.projection != "all" and args.projection not in PROJECTION_NAMES:
             raise UsageError(f"unknown projection {args.projection!r} (expected "
-                             f"{', '.join(sorted(PROJECTIONS))} or all)")
+                             f"{', '.join(PROJECTION_NAMES)} or all)")
     ops = None
     if args.command == "apply":
         data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
         ops = read_batch(data, ns)  # validated before the store is even opened
     from adapters.api import Store
 
-    with Store(db, namespace=ns) as store:
+    with Store(db, namespace=ns, progress=_progress(args)) as store:
         if ops is not None:
             _emit_lines(r.to_dict() for r in store.apply(ops))
         elif args.command in SINGLE_OPS or args.command == "revise":
@@ -254,13 +256,23 @@ def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
     data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)
     from adapters.api import Store
+    from adapters.progress import tracked
 
-    with Store(db, namespace=ns) as store:
+    records = list(read_records(data, fmt))
+    progress = _progress(args)
+    with Store(db, namespace=ns, progress=progress) as store:
         identity = make_identity(store, db, args.soft_keys, args.extractor, llm, args.key_threshold)
         ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
-        for receipt in ingestor.run(read_records(data, fmt)):
+        for receipt in ingestor.run(tracked(records, len(records), "ingest", progress)):
             _emit(receipt)
     return 0
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    """Progress bars on stderr when it is a terminal, unless ``--quiet`` (adapters.progress)."""
+    from adapters.progress import terminal_progress
+
+    return terminal_progress(quiet=getattr(args, "quiet", False))
 
 
 def _read_file(path: str) -> bytes:

@@ -8,8 +8,9 @@ Kinds (setting ``PMEM_VECTOR_INDEX`` or ``Store(vector_index=...)``):
 
 Ids are ``0 .. count-1`` in the order vectors were added, and the raw float32 matrix is kept too, so
 results are always scored by exact cosine (the vectors are unit length) whichever kind found them.
-``flat`` and ``hnsw`` honour an eligibility filter inside FAISS (``IDSelectorBatch`` in the search
-parameters); ``lsh`` does not support one, so it over-fetches and filters.
+``flat`` ranks the eligible vectors by one numpy matrix-vector product over the raw matrix (the
+``IndexFlatIP`` still serves as the saved index); ``hnsw`` honours an eligibility filter inside FAISS
+(``IDSelectorBatch`` in the search parameters); ``lsh`` does not support one, so it over-fetches and filters.
 
 The cache file is ``PMEMVEC1\\n`` + one JSON header line + the matrix + (``hnsw`` only: building the
 graph is costly) the serialized index. It is written to a temporary file, fsynced and moved into
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ from projections.ports import VECTOR_INDEX_KINDS
 KINDS = VECTOR_INDEX_KINDS
 MAGIC = b"PMEMVEC1\n"
 HNSW_M = 32
-HNSW_EF_SEARCH = 64
+HNSW_EF_SEARCH = 128  # 64 gave recall@12 0.895 against flat on 100,000 hashed vectors
 Vectors = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
 
@@ -81,20 +83,43 @@ class FaissIndex:
         """Exact cosine of the query with the vectors ``ids``."""
         return self.matrix[ids] @ query
 
-    def candidates(self, query: Vectors, eligible: Ids, m: int) -> Ids:
-        """Up to ``m`` ids among ``eligible`` (sorted) that the index ranks best; exact for ``flat``."""
+    def candidates(self, query: Vectors, eligible: Ids, m: int,
+                   selector: Callable[[], Any] | None = None) -> Ids:
+        """Up to ``m`` ids among ``eligible`` (sorted) that the index ranks best; exact for ``flat``.
+        ``selector`` gives a prebuilt ``IDSelectorBatch`` of ``eligible``; no selector is used when
+        every vector is eligible."""
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
         m = min(m, len(eligible))
+        if self.kind == "flat":
+            return self._exact_candidates(q[0], eligible, m)
+        if len(eligible) == self.count:  # all eligible: nothing to filter
+            _, found = self.index.search(q, m, params=self._params(None, m))
+            return found[0][found[0] >= 0]
         if self.kind == "lsh":  # no selector support: over-fetch from everything, then filter
             fetch = min(self.count, m * max(1, -(-self.count // len(eligible))))
             _, found = self.index.search(q, fetch)
             found = found[0][found[0] >= 0]
             return found[np.isin(found, eligible)][:m]
-        sel = faiss.IDSelectorBatch(eligible)
-        params = (faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, m)) if self.kind == "hnsw"
-                  else faiss.SearchParameters(sel=sel))
-        _, found = self.index.search(q, m, params=params)
+        sel = selector() if selector is not None else faiss.IDSelectorBatch(eligible)
+        _, found = self.index.search(q, m, params=self._params(sel, m))
         return found[0][found[0] >= 0]
+
+    def _exact_candidates(self, query: Vectors, eligible: Ids, m: int) -> Ids:
+        """``flat``: the ``m`` best eligible ids by one matrix-vector product over the raw vectors
+        (the same inner products ``IndexFlatIP`` computes; measured several times faster for one
+        query than FAISS with an id selector). Ids tied with the ``m``-th score are all kept, so the
+        result does not depend on how ties are broken."""
+        if m >= len(eligible):
+            return eligible
+        scores = (self.matrix @ query)[eligible]
+        cut = np.partition(scores, len(scores) - m)[len(scores) - m]
+        return eligible[scores >= cut]
+
+    def _params(self, sel: Any, m: int) -> Any:
+        if self.kind == "hnsw":
+            return (faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, m)) if sel is None
+                    else faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, m)))
+        return None if sel is None else faiss.SearchParameters(sel=sel)
 
     # -- the cache file ------------------------------------------------------
     def save(self, path: Path, header: Header) -> None:

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+from adapters.progress import Progress, silent
 from domain.errors import StoreUnavailable
 from projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from projections.replay import fold
@@ -80,21 +81,26 @@ class GraphProjection:
         return {"position": position, "lag": max(last - position, 0)}
 
     # -- catching up -------------------------------------------------------------
-    def catch_up(self, target: int | None = None) -> int:
+    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
         target = self.log.last_index() if target is None else target
         applied = 0
-        while (position := self.position()) < target:
-            stop = min(position + self.batch_size, target)
-            applied += self._apply_batch(position, stop)
+        bar = progress(self.name, max(target - self.position(), 0))
+        try:
+            while (position := self.position()) < target:
+                stop = min(position + self.batch_size, target)
+                applied += self._apply_batch(position, stop)
+                bar.update(self.position() - position)
+        finally:
+            bar.close()
         return applied
 
-    def rebuild(self, target: int | None = None) -> int:
+    def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         with self._transaction():
             self._drop()
             self._create()
         self.projector.forget()
         self._cached_at = 0
-        return self.catch_up(target)
+        return self.catch_up(target, progress)
 
     def _apply_batch(self, start: int, stop: int) -> int:
         events = list(self.log.indexed_events(start + 1, stop))

@@ -18,12 +18,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from adapters.progress import Progress, silent
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
 BATCH_SIZE = 1_000
+REBUILD_BATCH_SIZE = 10_000  # a rebuild replays from scratch: larger transactions, measured ~1.3x faster
 _CHUNK = 500
 
 
@@ -129,16 +131,22 @@ class FrontierProjection:
         return {"position": position, "lag": max(last - position, 0)}
 
     # -- catching up -------------------------------------------------------------
-    def catch_up(self, target: int | None = None) -> int:
-        """Apply the log up to ``target`` (default: its last index); return the events applied."""
+    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
+        """Apply the log up to ``target`` (default: its last index); return the events applied.
+        ``progress`` is told how far each committed batch moved the position."""
         target = self.log.last_index() if target is None else target
         applied = 0
-        while (position := self.position()) < target:
-            stop = min(position + self.batch_size, target)
-            applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
+        bar = progress(self.name, max(target - self.position(), 0))
+        try:
+            while (position := self.position()) < target:
+                stop = min(position + self.batch_size, target)
+                applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
+                bar.update(self.position() - position)
+        finally:
+            bar.close()
         return applied
 
-    def rebuild(self, target: int | None = None) -> int:
+    def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         """Drop the tables and replay the log from index 1 (up to ``target``). The drop and the
         new empty tables commit together, so an interrupted rebuild leaves a consistent prefix."""
         with self._transaction():
@@ -146,7 +154,12 @@ class FrontierProjection:
             self._create_tables()
         self.projector.forget()
         self._cached_at = 0
-        return self.catch_up(target)
+        batch_size = self.batch_size
+        self.batch_size = max(batch_size, REBUILD_BATCH_SIZE)  # fewer commits and seed queries
+        try:
+            return self.catch_up(target, progress)
+        finally:
+            self.batch_size = batch_size
 
     def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
         """Apply ``events`` (indices ``start+1..stop``) and move the position to ``stop``, in one

@@ -23,6 +23,7 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 
 from adapters.eventlog import EventLog
+from adapters.progress import Progress, silent
 from domain.errors import StoreUnavailable
 from projections.replay import Timeline, fold
 from projections.vectors import NewVector, VectorFold
@@ -58,8 +59,9 @@ class Eligible:
 class VectorProjection:
     """Positioned tables of versions and open intervals over one :class:`EventLog`."""
 
-    def __init__(self, log: EventLog) -> None:
+    def __init__(self, log: EventLog, chunk: int = CHUNK) -> None:
         self.log = log
+        self.chunk = chunk  # events folded and committed per transaction
         with self._tx(commit=True) as c:
             for stmt in SCHEMA:
                 c.execute(stmt)
@@ -93,19 +95,25 @@ class VectorProjection:
             return [Eligible(*row) for row in c.fetchall()]
 
     # -- catching up ---------------------------------------------------------
-    def catch_up(self) -> int:
-        """Fold every event after the position into the tables; return the new position."""
+    def catch_up(self, progress: Progress = silent) -> int:
+        """Fold every event after the position into the tables; return the new position.
+        ``progress`` is told how far each committed chunk moved the position."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
-        while True:
-            start = self.position()
-            last = self.log.last_index()
-            if last <= start:
-                return start
-            stop = min(last, start + CHUNK)
-            try:
-                self._fold_and_write(start, stop, timelines)
-            except _Moved:
-                timelines.clear()
+        bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
+        try:
+            while True:
+                start = self.position()
+                last = self.log.last_index()
+                if last <= start:
+                    return start
+                stop = min(last, start + self.chunk)
+                try:
+                    self._fold_and_write(start, stop, timelines)
+                except _Moved:
+                    timelines.clear()
+                bar.update(self.position() - start)
+        finally:
+            bar.close()
 
     def reset(self) -> None:
         """Forget everything: the next catch-up replays the log from index 1."""
@@ -155,6 +163,15 @@ class VectorProjection:
 
     def _tx(self, *, commit: bool) -> AbstractContextManager[Any]:
         return _transaction(self.log, commit)
+
+
+def stored_position(conn: sqlite3.Connection) -> int:
+    """The position the tables in this file record, without creating them (0 when they are missing):
+    ``pmem stats`` reports it and must not write."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='pmem_vec_position'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _position(c: Any) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 
 from adapters.eventlog import EventLog
 from adapters.faiss_index import FaissIndex, Header, Ids, Vectors
+from adapters.progress import Progress, silent
 from adapters.vector_projection import Eligible, VectorProjection
 from projections.ports import Embedder
 
@@ -42,15 +43,17 @@ class VectorSearch:
     """The vector projection of one store. ``cache_path`` None keeps the index in memory only."""
 
     def __init__(self, log: EventLog, embedder: Embedder, kind: str = "flat",
-                 cache_path: Path | None = None) -> None:
+                 cache_path: Path | None = None, progress: Progress = silent) -> None:
         self.projection = VectorProjection(log)
         self.embedder, self.kind, self.cache_path = embedder, kind, cache_path
+        self.progress = progress
+        self._last_eligible: tuple[tuple[str, int], EligibleSet] | None = None
         self.index: FaissIndex | None = None
         self._saved = -1  # vectors in the cache file as this object last wrote or read it (-1: unknown)
 
     def catch_up(self) -> int:
         """Bring tables and index up to the end of the log; return the event index they reflect."""
-        position = self.projection.catch_up()
+        position = self.projection.catch_up(self.progress)
         self._sync(position)
         return position
 
@@ -59,12 +62,20 @@ class VectorSearch:
         event index that was searched (``as_of`` capped at the end of the log)."""
         position = self.catch_up()
         n = position if as_of is None else min(as_of, position)
-        eligible = self.projection.eligible(namespace, n)
-        if not eligible or k <= 0:
+        eligible = self._eligible(namespace, n)
+        if not eligible.by_id or k <= 0:
             return n, []
         assert self.index is not None
         query_vector = self.embedder.embed([query])[0]
         return n, top_cells(self.index, query_vector, eligible, k)
+
+    def _eligible(self, namespace: str, n: int) -> EligibleSet:
+        """The versions open at ``n``, kept in memory for the last (namespace, index) asked: what was
+        open at an index the tables have reached never changes (the log only grows), so repeated
+        searches of the current head read no interval rows."""
+        if self._last_eligible is None or self._last_eligible[0] != (namespace, n):
+            self._last_eligible = (namespace, n), EligibleSet(self.projection.eligible(namespace, n))
+        return self._last_eligible[1]
 
     def rebuild(self) -> int:
         """Forget tables and cache, replay the log from index 1; return the position reached."""
@@ -80,8 +91,14 @@ class VectorSearch:
         index = self.index if self.index is not None else self._load(total, position)
         if index.count > total:  # the tables were rebuilt behind our back: start over
             index, self._saved = FaissIndex(self.kind, self.embedder.dim), -1
-        for start in range(index.count, total, EMBED_BATCH):
-            index.add(self.embedder.embed(self.projection.texts(start, min(total, start + EMBED_BATCH))))
+        bar = self.progress("embedding", total - index.count)
+        try:
+            for start in range(index.count, total, EMBED_BATCH):
+                stop = min(total, start + EMBED_BATCH)
+                index.add(self.embedder.embed(self.projection.texts(start, stop)))
+                bar.update(stop - start)
+        finally:
+            bar.close()
         self.index = index
         if self.cache_path is None:
             return
@@ -110,7 +127,25 @@ class VectorSearch:
         return "" if count == 0 else self.projection.texts(count - 1, count)[0]
 
 
-def top_cells(index: FaissIndex, query: Vectors, eligible: list[Eligible], k: int) -> list[Hit]:
+class EligibleSet:
+    """Versions open at one event index, prepared for FAISS: sorted ids, their cells, and the id
+    selector (built once, on the first search that needs one)."""
+
+    def __init__(self, eligible: list[Eligible]) -> None:
+        self.by_id = {e.vector_id: e for e in eligible}
+        self.ids: Ids = np.fromiter(self.by_id, dtype=np.int64, count=len(self.by_id))
+        self.ids.sort()
+        self._selector: object | None = None
+
+    def selector(self) -> object:
+        if self._selector is None:
+            import faiss
+
+            self._selector = faiss.IDSelectorBatch(self.ids)  # holds a copy: ``ids`` may be freed
+        return self._selector
+
+
+def top_cells(index: FaissIndex, query: Vectors, eligible: EligibleSet, k: int) -> list[Hit]:
     """The ``k`` best cells among the eligible vectors, each scored by its best vector.
 
     Fetches the best ``m`` eligible vectors from the index; if they span at least ``k`` cells, those
@@ -118,12 +153,10 @@ def top_cells(index: FaissIndex, query: Vectors, eligible: list[Eligible], k: in
     when even all eligible vectors were asked for, scores every eligible vector exactly. With
     ``flat`` the result is exact; ``hnsw`` and ``lsh`` may miss a vector the index did not find.
     """
-    by_id = {e.vector_id: e for e in eligible}
-    ids: Ids = np.fromiter(by_id, dtype=np.int64, count=len(by_id))
-    ids.sort()
+    by_id, ids = eligible.by_id, eligible.ids
     m = min(len(ids), max(4 * k, MIN_FETCH))
     while True:
-        found = index.candidates(query, ids, m)
+        found = index.candidates(query, ids, m, eligible.selector)
         hits = best_per_cell(index, query, found, by_id)
         if len(hits) >= k or (m >= len(ids) and len(found) == len(ids)):
             return hits[:k]

@@ -25,20 +25,23 @@ def write(db: Path) -> None:
 def test_stats_on_a_new_store_counts_nothing(db_path: Path) -> None:
     assert ok(db_path, "stats") == [{"events": 0, "cells": 0, "versions": 0,
                                      "projections": {"frontier": {"position": 0, "lag": 0},
-                                                     "graph": {"position": 0, "lag": 0}}}]
+                                                     "graph": {"position": 0, "lag": 0},
+                                                     "vectors": {"position": 0, "lag": 0}}}]
 
 
 def test_stats_shows_the_lag_until_a_read_catches_the_projection_up(db_path: Path) -> None:
     write(db_path)
     (before,) = ok(db_path, "stats")
     assert before == {"events": 6, "cells": 0, "versions": 0,
-                      "projections": {"frontier": {"position": 0, "lag": 6},
-                                      "graph": {"position": 0, "lag": 6}}}
+                      "projections": {"frontier": {"position": 0, "lag": 6}, "graph": {"position": 0, "lag": 6},
+                                      "vectors": {"position": 0, "lag": 6}}}
     ok(db_path, "frontier")
     (after,) = ok(db_path, "stats")
     assert after == {"events": 6, "cells": 3, "versions": 4,
-                     "projections": {"frontier": {"position": 6, "lag": 0},
-                                     "graph": {"position": 0, "lag": 6}}}
+                     "projections": {"frontier": {"position": 6, "lag": 0}, "graph": {"position": 0, "lag": 6},
+                                     "vectors": {"position": 0, "lag": 6}}}
+    ok(db_path, "search", "budget")  # search catches the vector projection up
+    assert ok(db_path, "stats")[0]["projections"]["vectors"] == {"position": 6, "lag": 0}
 
 
 def test_rebuild_replays_every_event_and_reads_do_not_change(db_path: Path) -> None:
@@ -48,16 +51,30 @@ def test_rebuild_replays_every_event_and_reads_do_not_change(db_path: Path) -> N
     assert set(r) == {"events", "seconds"} and r["events"] == 6 and r["seconds"] >= 0
     (r,) = ok(db_path, "rebuild", "--projection", "frontier")
     assert r["events"] == 6
-    assert ok(db_path, "stats")[0]["projections"] == {"frontier": {"position": 6, "lag": 0},
-                                                      "graph": {"position": 6, "lag": 0}}
+    assert ok(db_path, "stats")[0]["projections"]["frontier"] == {"position": 6, "lag": 0}
+    assert ok(db_path, "stats")[0]["projections"]["graph"] == {"position": 6, "lag": 0}
     assert reads == [ok(db_path, "frontier"), ok(db_path, "history", "budget"), ok(db_path, *GET_AS_OF)]
 
 
 def test_rebuild_of_an_unknown_projection_is_a_usage_error(db_path: Path) -> None:
-    r = pmem(db_path, "rebuild", "--projection", "vectors")
+    r = pmem(db_path, "rebuild", "--projection", "nonsense")
     assert r.returncode == 2
     err = error(r)
-    assert err["error"] == "usage" and "unknown projection 'vectors'" in err["detail"]
+    assert err["error"] == "usage" and "unknown projection 'nonsense'" in err["detail"]
+    assert "frontier, graph, vectors or all" in err["detail"]
+
+
+def test_rebuild_of_the_vectors_replays_them_and_rewrites_the_deleted_index_file(db_path: Path) -> None:
+    write(db_path)
+    before = ok(db_path, "search", "budget")
+    cache = db_path.with_name(db_path.name + ".vec-flat")
+    cache.unlink()
+    (r,) = ok(db_path, "rebuild", "--projection", "vectors")
+    assert r["events"] == 6 and cache.exists()
+    assert ok(db_path, "stats")[0]["projections"]["vectors"] == {"position": 6, "lag": 0}
+    (r,) = ok(db_path, "rebuild")  # all: frontier and vectors replay the same 6 events
+    assert r["events"] == 6
+    assert ok(db_path, "search", "budget") == before
 
 
 def test_rebuild_and_stats_list_in_help(db_path: Path) -> None:

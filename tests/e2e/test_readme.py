@@ -92,3 +92,7 @@ def test_the_embedder_example_runs(tmp_path: Path) -> None:
         assert scope["vectors"].shape == (2, 384)  # type: ignore[attr-defined]
     finally:
         os.chdir(old)
+
+
+def test_the_default_embedder_example_runs() -> None:
+    exec(compile(block("python", "## Projections in practice"), "README.md", "exec"), {})

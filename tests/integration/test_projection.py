@@ -97,7 +97,7 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
             live = dump(store.projection_db)
             assert store.frontier_projection.position() == len(ops)
             assert dump(fresh(store).conn) == live  # a fresh projection in a separate database
-            rebuilt = store.rebuild()
+            rebuilt = store.rebuild("frontier")
             assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
             assert dump(store.projection_db) == live  # and one rebuilt in place
 
@@ -231,6 +231,56 @@ def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skip
             assert dump(store.projection_db) == dump(fresh(store).conn)
             tracking = store.projection_db.execute(f"SELECT * FROM {TRACKING} WHERE name='frontier'").fetchall()
             assert tracking == [("frontier", events, FrontierProjection.version)]
+    assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
+
+
+VECTOR_CHILD = """
+import sys, pmem
+from adapters.vector_projection import VectorProjection
+store = pmem.open(sys.argv[1], synchronous="NORMAL")
+projection = VectorProjection(store.log_store, chunk=int(sys.argv[2]))
+print("ready", flush=True)
+projection.catch_up()
+print("done", flush=True)
+"""
+
+
+def vector_tables(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+    return [sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
+            for t in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals")]
+
+
+def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
+        tmp_path: Path) -> None:
+    from adapters.vector_projection import VectorProjection
+    from projections.vectors import open_versions
+
+    events, seen = 2000, []
+    for trial in range(3):
+        path = tmp_path / f"vkill{trial}.db"
+        with pmem.open(path) as store:
+            write_log(store, events, seed=trial)
+        child = subprocess.Popen([sys.executable, "-c", VECTOR_CHILD, str(path), "5"], stdout=subprocess.PIPE,
+                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        time.sleep(random.Random(trial).uniform(0.05, 0.6))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        with pmem.open(path) as store:
+            projection = VectorProjection(store.log_store)
+            position = projection.position()
+            seen.append(position)
+            assert position % 5 == 0  # only whole batches were committed
+            for ns in NAMESPACES:  # what was committed is exactly the fold of the first `position` events
+                got = {(e.cell, e.vid) for e in projection.eligible(ns, position)}
+                want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events(1, position))
+                        if store.log_store.cell_events([cid])[cid][0][1].namespace == ns}
+                assert got == want
+            assert projection.catch_up() == events
+            resumed = vector_tables(store.projection_db)
+            projection.reset()
+            assert projection.catch_up() == events
+            assert vector_tables(store.projection_db) == resumed  # equal to a replay from index 1
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
 
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import pmem
 from adapters.faiss_index import FaissIndex
 from adapters.hashing_embedder import HashingEmbedder
+from adapters.onnx_embedder import OnnxEmbedder
 from domain.state import OPEN
 from projections.replay import fold
 from projections.vectors import open_versions, version_text
@@ -29,15 +30,16 @@ def cache_file(db: Path, kind: str = "flat") -> Path:
 
 def reference_search(store: pmem.Store, query: str, k: int,
                      as_of: int | None = None) -> list[tuple[str, float]]:
-    """Brute force from the reference fold: every open version embedded, each cell scored by its best."""
+    """Brute force from the reference fold: every open version embedded (by the store's own embedder),
+    each cell scored by its best."""
     n = store.last_index() if as_of is None else as_of
-    q = HashingEmbedder().embed([query])[0]
+    q = store.embedder.embed([query])[0]
     best: dict[str, float] = {}
     for t in fold(store.log_store.indexed_events(1, n)).values():
         s = t.state
         for v in s.versions:
             if v.status in OPEN and s.namespace == store.namespace:
-                score = float(HashingEmbedder().embed([version_text(s.key, v.value)])[0] @ q)
+                score = float(store.embedder.embed([version_text(s.key, v.value)])[0] @ q)
                 best[s.key] = max(best.get(s.key, -2.0), score)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
 
@@ -148,7 +150,7 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
     cuts = sorted(data.draw(st.lists(st.integers(0, len(ops)), max_size=3)))
     with tempfile.TemporaryDirectory() as d:
         db = Path(d) / "mem.db"
-        with pmem.open(db) as store:
+        with pmem.open(db, embedder=HashingEmbedder()) as store:  # fast; the index ignores which
             start = 0
             for cut in [*cuts, len(ops)]:  # catch up between batches: the fold resumes mid-log
                 store.apply(ops[start:cut])
@@ -167,7 +169,7 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
                 want_ranked = reference_search(store, q, k, n)
                 assert [round(r.score, 5) for r in results] == [round(s, 5) for _, s in want_ranked]
         cache_file(db).unlink()
-        with pmem.open(db) as store:
+        with pmem.open(db, embedder=HashingEmbedder()) as store:
             store.rebuild_vectors()
             rebuilt = [store.search(q, k, as_of=n) for q, k, n in asks]
     for a, b in zip(live, rebuilt, strict=True):
@@ -219,7 +221,7 @@ def test_the_index_file_records_its_position_and_a_reopened_store_catches_up_fro
     assert loaded is not None and (loaded[1].position, loaded[1].count) == (4, 4)
     # Vectors added on catch-up equal freshly embedded ones: catch-up and rebuild cannot diverge.
     texts = ["a: 1", "b: 2", "a: 3", "c: 4"]
-    assert np.array_equal(loaded[0].matrix, HashingEmbedder().embed(texts))
+    assert np.allclose(loaded[0].matrix, OnnxEmbedder().embed(texts), atol=1e-6, rtol=0)
 
 
 def test_a_memory_store_searches_without_a_file() -> None:
@@ -309,3 +311,28 @@ def test_stores_that_write_and_search_the_same_file_at_once_agree_with_the_fold(
         got = {(e.cell, e.vid) for e in projection.eligible("default", store.last_index())}
         want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events())}
         assert got == want and projection.count() == 75
+
+
+# -- the default embedder ----------------------------------------------------------------------------
+def test_the_default_embedder_is_the_onnx_model_and_a_rebuilt_index_never_runs_it_again(db_path: Path) -> None:
+    with pmem.open(db_path) as store:
+        store.accept("home city", "Paris")
+        store.accept("budget", "$30k")
+        before = [r.to_dict() for r in store.search("where do I live")]
+        assert store.embedder.name == OnnxEmbedder.name and before[0]["key"] == "home_city"
+    cache_file(db_path).unlink()
+    with pmem.open(db_path) as fresh:
+        assert [r.to_dict() for r in fresh.search("where do I live")] == before
+        assert fresh.embedder.inner.runs == 0  # every text came from the cache in the store file
+
+
+def test_the_index_does_not_care_which_embedder_it_gets_and_never_mixes_two(db_path: Path) -> None:
+    with pmem.open(db_path, embedder=HashingEmbedder()) as store:
+        store.accept("home city", "Paris")
+        store.accept("budget", "$30k")
+        hashed = store.search("budget", k=1)
+    with pmem.open(db_path) as store:  # the ONNX default: the hashing vectors in the file are discarded
+        onnx = store.search("budget", k=1)
+        assert [(k, round(s, 5)) for k, s in reference_search(store, "budget", 1)] == [
+            (r.cell.key, round(r.score, 5)) for r in onnx]
+    assert hashed[0].cell == onnx[0].cell and hashed[0].score != onnx[0].score

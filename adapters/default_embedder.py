@@ -1,0 +1,27 @@
+"""The embedder a store searches with when none is injected: the offline ONNX model behind a text cache.
+
+The cache is :class:`adapters.embedding_cache.SqliteEmbeddingCache` in the store's own file, so a
+text embedded once (by search, ingest or a rebuild of the vector index) is never run through the
+model again, across processes and restarts. An in-memory store keeps its cache in memory.
+Nothing here loads the model: :class:`adapters.onnx_embedder.OnnxEmbedder` loads on its first text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+from adapters.onnx_embedder import OnnxEmbedder
+
+
+class _NoFile(MemoryEmbeddingCache):
+    """A memory cache with the ``close`` a store calls on the cache of its default embedder."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def default_embedder(path: Path | None) -> CachedEmbedder:
+    """``OnnxEmbedder`` cached in the SQLite file ``path`` (None: an in-memory store, cached in memory)."""
+    cache: SqliteEmbeddingCache | _NoFile = _NoFile() if path is None else SqliteEmbeddingCache(path)
+    return CachedEmbedder(OnnxEmbedder(), cache)

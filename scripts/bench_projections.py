@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Benchmark the projections (issue 3), each figure next to a baseline measured in the same run.
+
+1. A log of ``--events`` events over ``--cells`` cells is written through ``Store.apply`` in batches
+   of 20,000 (first one ``accept`` per cell, then a seeded mix: mostly ``accept`` of a new value, some
+   ``contest``, ``revoke``, ``support``). Setup, not timed as a figure.
+2. **Rebuild rate**: ``store.rebuild("frontier")`` (drop the tables, replay every event, 1,000 per
+   transaction) against the baseline of a raw ``SELECT state`` of the same event rows plus
+   ``json.loads`` of each (``orjson.loads`` shown too). Ratio = rebuild events/s / baseline events/s.
+3. **as_of get**: ``store.get(key, as_of=N)`` for ``--gets`` random (cell, N) pairs: p50 and p99,
+   from the projection's interval queries and (baseline) from the replay reader folding the cell.
+4. **Peak RSS and database size**: this process's peak RSS after steps 1-3, and the store file
+   (plus WAL), both also scaled to one million events.
+5. **CLI start-up**: wall time of ``pmem --db STORE get KEY`` (a subprocess) p50 over ``--cli-runs``,
+   against ``python -c pass`` with the same interpreter.
+6. **Search**: a second store of ``--search-cells`` cells (one ``accept`` each), embedded with the
+   hashing embedder (the FAISS latency does not depend on the embedder; ONNX would take minutes
+   here); ``--queries`` top-12 searches through ``VectorSearch.search`` (eligibility + FAISS) and
+   through ``Store.search`` (plus reading the 12 cells), for ``flat`` and ``hnsw``, p50/p99; baseline:
+   numpy brute force ``matrix @ q`` + ``argpartition`` over the same vectors. HNSW recall@12 is the
+   mean overlap of its cells with flat's.
+
+    .venv/bin/python scripts/bench_projections.py [--events 1000000] [--cells 100000]
+        [--search-cells 100000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pmem  # noqa: E402
+from adapters.hashing_embedder import HashingEmbedder  # noqa: E402
+
+BATCH = 20_000
+PMEM_BIN = str(Path(sys.executable).parent / "pmem")
+
+
+def operations(events: int, cells: int, seed: int) -> Iterator[dict[str, Any]]:
+    """One accept per cell, then a seeded mix that creates, contests, retracts and supports versions."""
+    rng = random.Random(seed)
+    for c in range(cells):
+        yield {"op": "accept", "key": f"cell {c}", "value": f"value {c} 0"}
+    kinds = ["accept"] * 7 + ["contest", "revoke", "support"]
+    for i in range(cells, events):
+        op = rng.choice(kinds)
+        d = {"op": op, "key": f"cell {rng.randrange(cells)}"}
+        if op in ("accept", "contest"):
+            d["value"] = f"value {i}"
+        yield d
+
+
+def write(store: pmem.Store, ops: Iterator[dict[str, Any]]) -> None:
+    batch: list[dict[str, Any]] = []
+    for op in ops:
+        batch.append(op)
+        if len(batch) == BATCH:
+            store.apply(batch)
+            batch = []
+    if batch:
+        store.apply(batch)
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50 and p99 in milliseconds."""
+    s = sorted(samples)
+    return {"p50_ms": round(s[len(s) // 2] * 1e3, 3), "p99_ms": round(s[min(len(s) - 1, int(len(s) * 0.99))] * 1e3, 3)}
+
+
+def timed_each(fn: Callable[[Any], Any], args: list[Any]) -> list[float]:
+    out = []
+    for a in args:
+        t0 = time.perf_counter()
+        fn(a)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def raw_rate(path: Path, table: str, loads: Callable[[bytes], Any]) -> float:
+    """Events/s of ``SELECT state`` of every event row plus ``loads`` of each body."""
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(path)
+    n = 0
+    for (state,) in conn.execute(f"SELECT state FROM {table} ORDER BY rowid"):
+        loads(state)
+        n += 1
+    conn.close()
+    return n / (time.perf_counter() - t0)
+
+
+def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"events": a.events, "cells": a.cells}
+    t0 = time.perf_counter()
+    with pmem.open(path, synchronous="OFF") as store:
+        write(store, operations(a.events, a.cells, a.seed))
+        out["setup_write_s"] = round(time.perf_counter() - t0, 1)
+        table = store.log_store.recorder.events_table_name
+    base_json = raw_rate(path, table, json.loads)
+    base_orjson = raw_rate(path, table, orjson.loads)
+    with pmem.open(path) as store:
+        r = store.rebuild("frontier")
+        rate = r["events"] / r["seconds"]
+        out["rebuild"] = {"events_per_s": round(rate), "seconds": round(r["seconds"], 1),
+                          "baseline_select_json_loads_per_s": round(base_json),
+                          "baseline_select_orjson_loads_per_s": round(base_orjson),
+                          "ratio_vs_json_loads": round(rate / base_json, 2),
+                          "ratio_vs_orjson_loads": round(rate / base_orjson, 2)}
+        rng = random.Random(a.seed + 1)
+        last = store.last_index()
+        pairs = [(f"cell {rng.randrange(a.cells)}", rng.randint(1, last)) for _ in range(a.gets)]
+        timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs[:200])  # warm the page cache
+        out["as_of_get"] = percentiles(timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs))
+        out["get_now"] = percentiles(timed_each(lambda p: store.get(p[0]), pairs))
+    with pmem.open(path, reader="replay") as replay:  # baseline: the same reads by folding the cell's events
+        out["as_of_get_by_replay"] = percentiles(timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs))
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    size = sum(f.stat().st_size for f in path.parent.glob(path.name + "*") if ".vec-" not in f.name)
+    per_m = 1e6 / a.events
+    out["peak_rss_mb"] = round(peak_kib / 1024)
+    out["db_size_mb"] = round(size / 2**20)
+    out["per_million_events"] = {"peak_rss_mb": round(peak_kib / 1024 * per_m),
+                                 "db_size_mb": round(size / 2**20 * per_m)}
+    out["cli_start"] = bench_cli(path, a)
+    return out
+
+
+def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "PMEM_DB"}
+
+    def run(cmd: list[str]) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env)
+        return time.perf_counter() - t0
+
+    run([PMEM_BIN, "--db", str(path), "get", "cell 1"])  # warm
+    pmem_times = [run([PMEM_BIN, "--db", str(path), "get", f"cell {i}"]) for i in range(a.cli_runs)]
+    python_times = [run([sys.executable, "-c", "pass"]) for _ in range(a.cli_runs)]
+    p50, base = statistics.median(pmem_times), statistics.median(python_times)
+    return {"pmem_get_p50_ms": round(p50 * 1e3), "python_c_pass_p50_ms": round(base * 1e3),
+            "ratio": round(p50 / base, 1)}
+
+
+def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(a.seed + 2)
+    words = [f"w{i}" for i in range(2_000)]
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(4))
+
+    ops = [{"op": "accept", "key": f"topic {c}", "value": text()} for c in range(a.search_cells)]
+    queries = [text() for _ in range(a.queries)]
+    out: dict[str, Any] = {"cells": a.search_cells, "queries": a.queries, "embedder": "hashing"}
+    found: dict[str, list[list[str]]] = {}
+    for kind in ("flat", "hnsw"):
+        path = d / f"search-{kind}.db"
+        with pmem.open(path, synchronous="OFF", vector_index=kind, embedder=HashingEmbedder()) as store:
+            write(store, iter(ops))
+            t0 = time.perf_counter()
+            vs = store._vector_search()
+            vs.catch_up()
+            setup = time.perf_counter() - t0
+            store.catch_up()  # the frontier projection too: store.search reads the cells from it
+            vs.search(queries[0], 12, None, "default")  # warm: eligible set and selector
+            raw = timed_each(lambda q, vs=vs: vs.search(q, 12, None, "default"), queries)
+            found[kind] = [[h.key for h in vs.search(q, 12, None, "default")[1]] for q in queries]
+            full = timed_each(lambda q, store=store: store.search(q, 12), queries)
+            out[kind] = {"index_build_s": round(setup, 1), "vector_search": percentiles(raw),
+                         "store_search": percentiles(full)}
+            if kind == "flat":
+                assert vs.index is not None
+                matrix = vs.index.matrix
+                qv = HashingEmbedder().embed(queries)
+                out["numpy_brute_force"] = percentiles(
+                    timed_each(lambda q, m=matrix: np.argpartition(-(m @ q), 12)[:12], list(qv)))
+    recall = [len(set(h) & set(f)) / max(1, len(f)) for h, f in zip(found["hnsw"], found["flat"], strict=True)]
+    out["hnsw"]["recall_at_12_vs_flat"] = round(statistics.mean(recall), 4)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--cells", type=int, default=100_000)
+    ap.add_argument("--search-cells", dest="search_cells", type=int, default=100_000)
+    ap.add_argument("--gets", type=int, default=2_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--cli-runs", dest="cli_runs", type=int, default=15)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--skip", choices=("log", "search"), help="leave one part out")
+    ap.add_argument("--json", help="also write the figures to this file")
+    a = ap.parse_args()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        if a.skip != "log":
+            out["log"] = bench_log(d / "log.db", a)
+            print(json.dumps({"log": out["log"]}), flush=True)
+        if a.skip != "search":
+            out["search"] = bench_search(d, a)
+            print(json.dumps({"search": out["search"]}), flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
