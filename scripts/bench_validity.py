@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from adapters.api import Store  # noqa: E402
 from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache  # noqa: E402
 from adapters.ingest import Ingestor, Record  # noqa: E402
+from adapters.multihop import graph_guided_context  # noqa: E402
 from adapters.onnx_embedder import OnnxEmbedder  # noqa: E402
 from adapters.reader import Reader, TokenCounter  # noqa: E402
 from domain.extraction.cloze import match_cloze  # noqa: E402
@@ -308,7 +309,7 @@ def question_slot(q: str, golds: Sequence[str],
 
 
 def bench_fc(env: Env, name: str, facts: Sequence[str], questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    arms = ("P-Mem", "raw", "raw+tags", "CRUD", "long-context")
+    arms = ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context")
     tallies = {(a, hop): Tally() for a in arms for hop in ("single", "multi")}
     chains = slot_chains(facts)
     stream = "\n".join(f"{i}. {f}" for i, f in enumerate(facts))
@@ -327,6 +328,8 @@ def bench_fc(env: Env, name: str, facts: Sequence[str], questions: Sequence[dict
             chains_n += bool(stale)
             top = env.top(q["question"], facts, CELL_K)
             ctxs = {"P-Mem": reader.read_cells(q["question"], k=CELL_K, budget=env.budget, namespace="fc").context,
+                    # SPEC §8 / issue 6: the single-shot cells plus value -> subject hops in the graph
+                    "P-Mem+graph": env.fit(graph_guided_context(store, q["question"], env.embedder, CELL_K)),
                     "raw": env.fit([facts[i] for i in top]),
                     "raw+tags": env.fit([f"[t={i}] {facts[i]}" for i in top]),
                     "CRUD": crud_context(env, q["question"], d, CELL_K),
@@ -422,7 +425,7 @@ def markdown(r: dict[str, Any]) -> str:
                   f"{fc['single-hop questions with an update chain']} single-hop questions with an update chain)", "",
                   "| arm | single-hop gold | single-hop stale | multi-hop gold | chars | tokens |",
                   "|---|---|---|---|---|---|"]
-        for a in ("P-Mem", "raw", "raw+tags", "CRUD", "long-context"):
+        for a in ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context"):
             s, m = fc[a]["single"], fc[a].get("multi", {})
             lines.append(f"| {a} | {s.get('gold', '-')}% | {s.get('stale', '-')}% | "
                          f"{m.get('gold', '-')}{'%' if m else ''} | {s['chars']} | {s['tokens']} |")
@@ -453,7 +456,7 @@ def plots(r: dict[str, Any], out: Path) -> None:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(r["factconsolidation"])
-    arms = ("P-Mem", "raw", "raw+tags", "CRUD", "long-context")
+    arms = ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context")
     w = 0.8 / max(len(names), 1)
     for j, name in enumerate(names):
         ax.bar([i + j * w for i in range(len(arms))],
