@@ -10,22 +10,21 @@ first met in a batch is seeded by folding its earlier events from the log. Reads
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from adapters.progress import Progress, silent
+from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
-from projections.replay import fold
+from projections.replay import IndexedEvent, fold
 
-TRACKING = "pmem_tracking"  # shared with adapters.sqlite_projection (not imported: it imports us)
 TABLE = "graph_facts"
 BATCH_SIZE = 2_000
 
 
-class GraphProjection:
+class GraphProjection(TrackedProjection):
     """Maintains ``graph_facts`` from the log (``log``: an :class:`adapters.eventlog.EventLog`)."""
 
     name = NAME
@@ -64,36 +63,10 @@ class GraphProjection:
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
 
     def _drop(self) -> None:
-        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+        self._forget_position()
         self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
 
-    def position(self) -> int:
-        row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def stored_version(self) -> int | None:
-        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
-        return None if row is None else int(row[0])
-
-    def stats(self, last_index: int | None = None) -> dict[str, int]:
-        last = self.log.last_index() if last_index is None else last_index
-        position = self.position()
-        return {"position": position, "lag": max(last - position, 0)}
-
     # -- catching up -------------------------------------------------------------
-    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
-        target = self.log.last_index() if target is None else target
-        applied = 0
-        bar = progress(self.name, max(target - self.position(), 0))
-        try:
-            while (position := self.position()) < target:
-                stop = min(position + self.batch_size, target)
-                applied += self._apply_batch(position, stop)
-                bar.update(self.position() - position)
-        finally:
-            bar.close()
-        return applied
-
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         with self._transaction():
             self._drop()
@@ -102,8 +75,7 @@ class GraphProjection:
         self._cached_at = 0
         return self.catch_up(target, progress)
 
-    def _apply_batch(self, start: int, stop: int) -> int:
-        events = list(self.log.indexed_events(start + 1, stop))
+    def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
         try:
             with self._transaction():
                 if self.position() != start:
@@ -115,8 +87,7 @@ class GraphProjection:
                     self.projector.apply(index, event)
                 marks = ", ".join("?" * len(COLUMNS))
                 self.conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES ({marks})", self.projector.flush())
-                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
-                                  (self.name, stop, self.version))
+                self._move_position(stop)
         except BaseException as e:
             self.projector.forget()
             self._cached_at = -1
@@ -144,16 +115,3 @@ class GraphProjection:
             f"SELECT key, value, status, trust, opened_at FROM {TABLE} WHERE namespace=? AND opened_at<=? "
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
         return build_graph(rows)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")

@@ -15,15 +15,14 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any, Protocol
 
 from adapters.progress import Progress, silent
+from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.replay import IndexedEvent
 
-TRACKING = "pmem_tracking"
 BATCH_SIZE = 1_000
 REBUILD_BATCH_SIZE = 10_000  # a rebuild replays from scratch: larger transactions, measured ~1.3x faster
 _CHUNK = 500
@@ -55,7 +54,7 @@ def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
     return conn
 
 
-class FrontierProjection:
+class FrontierProjection(TrackedProjection):
     """Maintains the frontier-and-history tables of :mod:`projections.frontier` from the log."""
 
     name = NAME
@@ -110,42 +109,11 @@ class FrontierProjection:
 
     def _drop_tables(self) -> None:
         """Drop the rows and the position together (the caller holds the transaction)."""
-        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+        self._forget_position()
         for table in TABLES:
             self.conn.execute(f"DROP TABLE IF EXISTS {table}")
 
-    # -- position ----------------------------------------------------------------
-    def position(self) -> int:
-        """The index of the last event applied (0 before any)."""
-        row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def stored_version(self) -> int | None:
-        """The schema version the stored rows were written with (None before any)."""
-        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
-        return None if row is None else int(row[0])
-
-    def stats(self, last_index: int | None = None) -> dict[str, int]:
-        last = self.log.last_index() if last_index is None else last_index
-        position = self.position()
-        return {"position": position, "lag": max(last - position, 0)}
-
     # -- catching up -------------------------------------------------------------
-    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
-        """Apply the log up to ``target`` (default: its last index); return the events applied.
-        ``progress`` is told how far each committed batch moved the position."""
-        target = self.log.last_index() if target is None else target
-        applied = 0
-        bar = progress(self.name, max(target - self.position(), 0))
-        try:
-            while (position := self.position()) < target:
-                stop = min(position + self.batch_size, target)
-                applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
-                bar.update(self.position() - position)
-        finally:
-            bar.close()
-        return applied
-
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         """Drop the tables and replay the log from index 1 (up to ``target``). The drop and the
         new empty tables commit together, so an interrupted rebuild leaves a consistent prefix."""
@@ -174,8 +142,7 @@ class FrontierProjection:
                 for index, event in events:
                     self.projector.apply(index, event)
                 self.write(self.projector.flush())
-                self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) "
-                                  "VALUES (?, ?, ?)", (self.name, stop, self.version))
+                self._move_position(stop)
         except BaseException as e:
             self.projector.forget()
             self._cached_at = -1
@@ -217,20 +184,6 @@ class FrontierProjection:
                 (cell,) = rows["cells"]
                 self.projector.seed(cell, rows.get("versions", []), rows.get("intervals", []),
                                     rows.get("version_status", []))
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One write transaction, taken with the write lock up front."""
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
 
 
 from adapters.graph_projection import GraphProjection  # noqa: E402  (it does not import this module)

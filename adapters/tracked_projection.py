@@ -1,0 +1,86 @@
+"""What every positioned SQLite projection shares (STYLE habit 4).
+
+A projection keeps one row in ``pmem_tracking``: its name, the index of the last event it applied and
+the schema version of its rows. The position moves in the same transaction as the rows, so a crash or
+an error rolls both back and the next catch-up resumes from the last committed batch; a batch whose
+start no longer matches the stored position was applied by another process and is skipped.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from adapters.progress import Progress, silent
+from domain.errors import StoreUnavailable
+from projections.replay import IndexedEvent
+
+TRACKING = "pmem_tracking"
+
+
+class TrackedProjection:
+    """Base of the SQLite projections: position, schema version, catch-up in batches, transactions."""
+
+    name: str
+    version: int
+    conn: sqlite3.Connection
+    log: Any  # adapters.eventlog.EventLog: indexed_events(start, stop) and last_index()
+    batch_size: int
+
+    def position(self) -> int:
+        """The index of the last event applied (0 before any)."""
+        row = self.conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def stored_version(self) -> int | None:
+        """The schema version the stored rows were written with (None before any)."""
+        row = self.conn.execute(f"SELECT version FROM {TRACKING} WHERE name=?", (self.name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def stats(self, last_index: int | None = None) -> dict[str, int]:
+        last = self.log.last_index() if last_index is None else last_index
+        position = self.position()
+        return {"position": position, "lag": max(last - position, 0)}
+
+    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
+        """Apply the log up to ``target`` (default: its last index); return the events applied.
+        ``progress`` is told how far each committed batch moved the position."""
+        target = self.log.last_index() if target is None else target
+        applied = 0
+        bar = progress(self.name, max(target - self.position(), 0))
+        try:
+            while (position := self.position()) < target:
+                stop = min(position + self.batch_size, target)
+                applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
+                bar.update(self.position() - position)
+        finally:
+            bar.close()
+        return applied
+
+    def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
+        """Apply ``events`` (indices ``start+1..stop``) and call :meth:`_move_position`, in one
+        transaction; return 0 without writing when another process moved the position first."""
+        raise NotImplementedError
+
+    def _move_position(self, stop: int) -> None:
+        self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
+                          (self.name, stop, self.version))
+
+    def _forget_position(self) -> None:
+        self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction, taken with the write lock up front."""
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
