@@ -31,15 +31,7 @@ class GraphProjection(TrackedProjection):
     version = SCHEMA_VERSION
 
     def __init__(self, conn: sqlite3.Connection, log: Any, *, batch_size: int = BATCH_SIZE) -> None:
-        self.conn = conn
-        self.log = log
-        self.batch_size = batch_size
-        self.projector = GraphProjector()
-        self._cached_at = 0
-        try:
-            self.create_tables()
-        except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
+        super().__init__(conn, log, GraphProjector(), batch_size=batch_size)
 
     def create_tables(self) -> None:
         if self._has_table() and self.stored_version() in (None, self.version):

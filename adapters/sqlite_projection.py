@@ -61,15 +61,7 @@ class FrontierProjection(TrackedProjection):
     version = SCHEMA_VERSION
 
     def __init__(self, conn: sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
-        self.conn = conn
-        self.log = log
-        self.batch_size = batch_size
-        self.projector = FrontierProjector()
-        self._cached_at = 0  # the position the projector's cached cells correspond to
-        try:
-            self.create_tables()
-        except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
+        super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:

@@ -25,9 +25,21 @@ class TrackedProjection:
 
     name: str
     version: int
-    conn: sqlite3.Connection
-    log: Any  # adapters.eventlog.EventLog: indexed_events(start, stop) and last_index()
-    batch_size: int
+
+    def __init__(self, conn: sqlite3.Connection, log: Any, projector: Any, *, batch_size: int) -> None:
+        self.conn = conn
+        self.log = log  # adapters.eventlog.EventLog: indexed_events(start, stop) and last_index()
+        self.batch_size = batch_size
+        self.projector = projector
+        self._cached_at = 0  # the position the projector's cached cells correspond to
+        try:
+            self.create_tables()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
+
+    def create_tables(self) -> None:
+        """Create what is missing; drop and recreate rows written by another schema version."""
+        raise NotImplementedError
 
     def position(self) -> int:
         """The index of the last event applied (0 before any)."""
