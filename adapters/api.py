@@ -246,6 +246,10 @@ class Store:
             self._embedder = self._owned_embedder = default_embedder(self.path)
         return self._embedder
 
+    def vector_search(self) -> VectorSearch:
+        """The vector projection (tables, FAISS cache, embedder) this store searches with."""
+        return self._vector_search()
+
     def _vector_search(self) -> VectorSearch:
         if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
             from adapters.vector_search import VectorSearch
@@ -303,20 +307,28 @@ class Store:
 
     def stats(self) -> dict[str, Any]:
         """Counts over the whole store (every namespace), without catching anything up: ``cells``
-        and ``versions`` are what the frontier projection holds, ``lag`` how far it is behind."""
+        and ``versions`` are what the frontier projection holds, ``lag`` how far it is behind. A
+        projection that a ``pmem worker`` has followed also shows that ``worker``: pid, host, state,
+        whether it is alive, and the age of its last heartbeat (:mod:`adapters.heartbeat`)."""
+        from adapters.heartbeat import workers
+
         last = self.log_store.last_index()
         conn = self.projection_db
         with self._lock:
+            projections = {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
+                           VECTORS: _position_and_lag(stored_position(conn), last)}
+            for name, worker in workers(conn).items():
+                if name in projections:
+                    projections[name]["worker"] = worker
             return {
                 "events": last,
                 "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
                 "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
-                "projections": {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
-                                VECTORS: _position_and_lag(stored_position(conn), last)},
+                "projections": projections,
             }
 
 
-def _position_and_lag(position: int, last: int) -> dict[str, int]:
+def _position_and_lag(position: int, last: int) -> dict[str, Any]:
     return {"position": position, "lag": max(last - position, 0)}
 
 

@@ -125,7 +125,16 @@ def _build_parser() -> argparse.ArgumentParser:
     rb = sub.add_parser("rebuild", parents=[common], help="drop projections and replay the log from index 1")
     rb.add_argument("--projection", default="all", metavar="NAME|all", help="which projection (default: all)")
 
-    sub.add_parser("stats", parents=[common], help="counts of events, cells, versions; projection positions")
+    sub.add_parser("stats", parents=[common],
+                   help="counts of events, cells, versions; projection positions, lags and workers")
+
+    wk = sub.add_parser("worker", parents=[common],
+                        help="follow the log in this process, applying it to a projection, until SIGTERM/SIGINT")
+    wk.add_argument("--projection", required=True, metavar="NAME|all", help="which projection (or all)")
+    wk.add_argument("--interval", type=float, default=None,
+                    help="seconds between polls of the log when idle (default: $PMEM_WORKER_INTERVAL or 0.2)")
+    wk.add_argument("--batch-size", dest="batch_size", type=int,
+                    help="events per transaction (default: the projection's own)")
 
     se = sub.add_parser("search", parents=[common],
                         help="cells best matching QUERY by `key: value` (JSON lines)")
@@ -190,6 +199,8 @@ def run(argv: Sequence[str]) -> int:
         raise UsageError(f"--budget must be a positive number of tokens, got {args.budget}")
     if args.command == "ingest":
         return _ingest(args, db, ns)
+    if args.command == "worker":
+        return _worker(args, db, ns)
     if args.command == "rebuild":
         from adapters.api import PROJECTION_NAMES
 
@@ -265,6 +276,33 @@ def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
         ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
         for receipt in ingestor.run(tracked(records, len(records), "ingest", progress)):
             _emit(receipt)
+    return 0
+
+
+def _worker(args: argparse.Namespace, db: str, ns: str) -> int:
+    """Follow the log for one projection (or all) until SIGTERM/SIGINT: JSON lines, one per batch."""
+    from adapters.api import PROJECTION_NAMES
+
+    if args.projection != "all" and args.projection not in PROJECTION_NAMES:
+        raise UsageError(f"unknown projection {args.projection!r} (expected {', '.join(PROJECTION_NAMES)} or all)")
+    raw = args.interval if args.interval is not None else os.environ.get("PMEM_WORKER_INTERVAL", "0.2")
+    try:
+        interval = float(raw)
+    except ValueError:
+        raise UsageError(f"PMEM_WORKER_INTERVAL must be a number of seconds, got {raw!r}") from None
+    if not interval > 0:
+        raise UsageError(f"--interval must be a positive number of seconds, got {raw}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError(f"--batch-size must be a positive number of events, got {args.batch_size}")
+    from adapters.api import Store
+    from adapters.worker import run_worker
+
+    def emit(line: dict[str, Any]) -> None:
+        _emit(line)
+        sys.stdout.flush()  # a daemon's output goes to a pipe or a log: each batch shows at once
+
+    with Store(db, namespace=ns) as store:
+        emit(run_worker(store, args.projection, interval=interval, batch_size=args.batch_size, emit=emit))
     return 0
 
 

@@ -95,15 +95,15 @@ class VectorProjection:
             return [Eligible(*row) for row in c.fetchall()]
 
     # -- catching up ---------------------------------------------------------
-    def catch_up(self, progress: Progress = silent) -> int:
-        """Fold every event after the position into the tables; return the new position.
-        ``progress`` is told how far each committed chunk moved the position."""
+    def catch_up(self, progress: Progress = silent, target: int | None = None) -> int:
+        """Fold every event after the position (up to ``target``, default the end of the log) into the
+        tables; return the new position. ``progress`` is told how far each committed chunk moved it."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
         bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
         try:
             while True:
                 start = self.position()
-                last = self.log.last_index()
+                last = self.log.last_index() if target is None else min(target, self.log.last_index())
                 if last <= start:
                     return start
                 stop = min(last, start + self.chunk)

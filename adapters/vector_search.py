@@ -51,9 +51,10 @@ class VectorSearch:
         self.index: FaissIndex | None = None
         self._saved = -1  # vectors in the cache file as this object last wrote or read it (-1: unknown)
 
-    def catch_up(self) -> int:
-        """Bring tables and index up to the end of the log; return the event index they reflect."""
-        position = self.projection.catch_up(self.progress)
+    def catch_up(self, target: int | None = None) -> int:
+        """Bring tables and index up to ``target`` (default: the end of the log); return the event
+        index they reflect."""
+        position = self.projection.catch_up(self.progress, target)
         self._sync(position)
         return position
 

@@ -6,6 +6,7 @@
     ├── StoreError              the store cannot do what was asked (adapters translate library errors)
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
+    │   ├── WorkerAlreadyRunning  a projection already has a live worker process
     │   ├── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
     │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
     ├── UnknownProjection       a projection name that does not exist
@@ -60,6 +61,12 @@ class ConflictRetriesExhausted(StoreError):
     """Other writers kept changing the same cells; nothing from this call was written."""
 
     kind = "conflict"
+
+
+class WorkerAlreadyRunning(StoreError):
+    """A projection already has a live worker process; a second one would only contend for it."""
+
+    kind = "worker already running"
 
 
 class EmbedderUnavailable(StoreError):

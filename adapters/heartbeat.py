@@ -1,0 +1,94 @@
+"""Worker heartbeats in the store's SQLite file: one row per followed projection.
+
+    pmem_workers (name, pid, host, started_at, beat_at, position, state, heartbeat_s)
+
+A running worker rewrites its row every heartbeat interval and after each batch; on a graceful
+stop it writes ``state = 'stopped'``. A worker killed with SIGKILL leaves ``running`` behind, so
+liveness is judged by the reader: alive means ``running``, a beat younger than
+:data:`STALE_AFTER` heartbeat intervals, and, on this host, a process with that pid.
+``pmem stats`` reads the rows (never writes); ``pmem worker`` refuses to start a second live
+worker for the same projection.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import time
+from typing import Any
+
+from domain.errors import StoreUnavailable, WorkerAlreadyRunning
+
+TABLE = "pmem_workers"
+STALE_AFTER = 3  # heartbeat intervals without a beat before a worker counts as gone
+SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} (name TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
+          "host TEXT NOT NULL, started_at REAL NOT NULL, beat_at REAL NOT NULL, position INTEGER NOT NULL, "
+          "state TEXT NOT NULL, heartbeat_s REAL NOT NULL)")
+
+
+class SqliteHeartbeat:
+    """The rows of one worker process (``names``: the projections it follows)."""
+
+    def __init__(self, conn: sqlite3.Connection, db: str, names: list[str], heartbeat_s: float) -> None:
+        self.conn, self.db, self.heartbeat_s = conn, db, heartbeat_s
+        self.pid, self.host, self.started_at = os.getpid(), socket.gethostname(), time.time()
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute(SCHEMA)
+                for name in names:
+                    other = _read(self.conn, name)
+                    if other is not None and other["alive"] and other["pid"] != self.pid:
+                        raise WorkerAlreadyRunning(
+                            f"projection {name} of {db} already has a live worker (pid {other['pid']} on "
+                            f"{other['host']}, last beat {other['beat_age_s']} s ago)")
+                    self._write(name, 0, "starting")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot register a worker in {db}: {e}") from e
+
+    def beat(self, name: str, position: int, state: str = "running") -> None:
+        try:
+            self._write(name, position, state)  # autocommit: one small transaction
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot write the heartbeat of worker {name} to {self.db}: {e}") from e
+
+    def _write(self, name: str, position: int, state: str) -> None:
+        self.conn.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?,?,?,?,?,?,?,?)",
+                          (name, self.pid, self.host, self.started_at, time.time(), position, state,
+                           self.heartbeat_s))
+
+
+def workers(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Every registered worker by projection name (empty when none ever ran); reads only."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (TABLE,)).fetchone() is None:
+        return {}
+    names = [r[0] for r in conn.execute(f"SELECT name FROM {TABLE} ORDER BY name")]
+    return {n: w for n in names if (w := _read(conn, n)) is not None}
+
+
+def _read(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    row = conn.execute(f"SELECT pid, host, beat_at, state, heartbeat_s FROM {TABLE} WHERE name=?",
+                       (name,)).fetchone()
+    if row is None:
+        return None
+    pid, host, beat_at, state, heartbeat_s = row
+    age = max(time.time() - beat_at, 0.0)
+    alive = state in ("starting", "running") and age <= STALE_AFTER * max(heartbeat_s, 1.0)
+    if alive and host == socket.gethostname():
+        alive = _process_exists(pid)
+    return {"pid": pid, "host": host, "state": state, "alive": alive, "beat_age_s": round(age, 3)}
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
