@@ -127,12 +127,13 @@ class QueueNotifications:
 @dataclass
 class Target:
     """One projection as the loop drives it: its position, and ``advance(target)``, which applies
-    the events up to ``target`` (at most one batch: the loop passes ``position + batch_size``)."""
+    the events up to ``target`` (at most one batch: the loop passes ``position + batch_size``) and
+    returns how many this process applied (0 when another process had applied them first)."""
 
     name: str
     batch_size: int
     position: Callable[[], int]
-    advance: Callable[[int], Any]
+    advance: Callable[[int], int]
 
 
 class Heartbeat(Protocol):
@@ -154,7 +155,7 @@ class Follower:
     applied: dict[str, int] = field(default_factory=dict)
 
     def run(self, stopping: Stopping) -> dict[str, int]:
-        """Follow the log until ``stopping`` is set; return the events each target applied."""
+        """Follow the log until ``stopping`` is set; return the events this process applied, per target."""
         self.applied = {t.name: 0 for t in self.targets}
         last_beat = 0.0
         try:
@@ -182,9 +183,8 @@ class Follower:
             start = t.position()
             if start >= last:
                 continue
-            t.advance(min(start + t.batch_size, last))
+            self.applied[t.name] += t.advance(min(start + t.batch_size, last))
             position = t.position()
-            self.applied[t.name] += position - start
             self.report({"projection": t.name, "position": position, "lag": max(last - position, 0)})
             worked = True
         return worked

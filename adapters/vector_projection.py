@@ -62,6 +62,7 @@ class VectorProjection:
     def __init__(self, log: EventLog, chunk: int = CHUNK) -> None:
         self.log = log
         self.chunk = chunk  # events folded and committed per transaction
+        self.applied = 0  # events this object folded and committed (not those another process did)
         with self._tx(commit=True) as c:
             for stmt in SCHEMA:
                 c.execute(stmt)
@@ -149,6 +150,7 @@ class VectorProjection:
                               [(ids[(hexid, vid)], ns, o, cl) for vid, spans in f.spans(cid).items()
                                for o, cl in spans])
             c.execute("UPDATE pmem_vec_position SET position=? WHERE name=?", (stop, NAME))
+        self.applied += stop - start
 
     @staticmethod
     def _vector_ids(c: Any, cells: list[UUID]) -> dict[tuple[str, int], int]:

@@ -29,11 +29,20 @@ def targets(store: Any, name: str, batch_size: int | None = None) -> list[Target
         if n == VECTORS:
             vectors = store.vector_search()
             out.append(Target(n, batch_size or vectors.projection.chunk, vectors.projection.position,
-                              vectors.catch_up))
+                              _counted(vectors)))
         else:
             p = store.projections[n]
             out.append(Target(n, batch_size or p.batch_size, p.position, p.catch_up))
     return out
+
+
+def _counted(vectors: Any) -> Callable[[int], int]:
+    """``advance`` for the vector projection: catch tables and index up, count what this process folded."""
+    def advance(target: int) -> int:
+        before = vectors.projection.applied
+        vectors.catch_up(target)
+        return int(vectors.projection.applied - before)
+    return advance
 
 
 def run_worker(store: Any, name: str, *, interval: float = DEFAULT_INTERVAL_S, batch_size: int | None = None,

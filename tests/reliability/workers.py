@@ -1,13 +1,14 @@
 """Child processes for the concurrency and crash tests, run by path with the repository root on
 ``PYTHONPATH`` (they must be separate interpreters: real processes, real SQLite locks, real kills).
 
-    python tests/integration/workers.py hammer DB PROC COUNT SEED OUT PAUSE_S
+    python tests/reliability/workers.py hammer DB PROC COUNT SEED OUT PAUSE_S
         Open the store, print ``ready``, wait for a line on stdin, then send COUNT random operations on
         the shared keys, one call each, with op_id ``p{PROC}-{i}``, pausing up to PAUSE_S
         seconds after each. Writes one JSON line per operation
         (what was sent and the receipt) to OUT.
 
-    python tests/integration/workers.py append DB PREFIX SEED [RESEND]
+    python tests/reliability/workers.py append DB PREFIX SEED [RESEND]
+        (Also called in a forked child by the crash test, with ``out`` its pipe.)
         Open the store and append operations until killed: single calls and small ``apply`` batches,
         op_ids ``{PREFIX}-{n}``. RESEND is a JSON file of operations left in flight by a killed
         predecessor; they are sent again first, with their original op_ids. Protocol on stdout, one
@@ -22,7 +23,7 @@ import random
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 KEYS = ("k0", "k1", "k2", "k3", "k4")
 VALUES = ("a", "b", "c")
@@ -71,11 +72,10 @@ def hammer(db: str, proc: int, count: int, seed: int, out: str, pause_s: float) 
             f.write(json.dumps({"sent": d, "receipt": receipt_json(r)}) + "\n")
 
 
-def append(db: str, prefix: str, seed: int, resend: str | None) -> None:
+def append(db: str, prefix: str, seed: int, resend: str | None, out: TextIO = sys.stdout) -> None:
     import pmem
 
     rng = random.Random(seed)
-    out = sys.stdout
 
     def step(ops: list[dict[str, Any]]) -> None:
         out.write("send " + json.dumps(ops) + "\n")
