@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 import pmem
-from tests.e2e.test_cli import error, lines, ok, pmem as run_pmem
+from tests.e2e.test_cli import error, lines, ok
+from tests.e2e.test_cli import pmem as run_pmem
 from tests.reliability.conftest import integrity_check
 
 STORE_UNAVAILABLE = "store unavailable"
