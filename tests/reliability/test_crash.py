@@ -32,7 +32,7 @@ from tests.reliability.tables import projection_rows
 
 TOTAL_TRIALS = 200
 TRIALS = TOTAL_TRIALS // len(BACKENDS)
-KILL_AFTER_S = (0.05, 0.4)  # after the first acknowledgement
+KILL_AFTER_S = (0.02, 0.25)  # after the first acknowledgement
 SEED = 20261129
 FIRST_ACK_TIMEOUT_S = 60
 DISCLOSE = ("history", "alternatives", "support")

@@ -7,6 +7,10 @@
         seconds after each. Writes one JSON line per operation
         (what was sent and the receipt) to OUT.
 
+    python tests/reliability/workers.py resend DB COUNT SEED OUT
+        Like hammer, but every process sends the same COUNT operations (op_ids ``shared-{i}``) in its
+        own order: each must be recorded once, whichever process gets there first.
+
     python tests/reliability/workers.py append DB PREFIX SEED [RESEND]
         (Also called in a forked child by the crash test, with ``out`` its pipe.)
         Open the store and append operations until killed: single calls and small ``apply`` batches,
@@ -97,6 +101,21 @@ def append(db: str, prefix: str, seed: int, resend: str | None, out: TextIO = sy
             step(ops)
 
 
+def resend(db: str, count: int, seed: int, out: str) -> None:
+    """Send the same ``count`` operations (op_ids ``shared-{i}``, payloads fixed by seed 0) as every
+    other process running this, in an order of its own (``seed``); one JSON receipt line each to OUT."""
+    import pmem
+
+    payload = random.Random(0)
+    ops = [random_operation(payload, f"shared-{i}") for i in range(count)]
+    random.Random(seed).shuffle(ops)
+    with pmem.open(db) as store, open(out, "w", encoding="utf-8") as f:
+        print("ready", flush=True)
+        sys.stdin.readline()
+        for d in ops:
+            f.write(json.dumps({"sent": d, "receipt": receipt_json(send_one(store, d))}) + "\n")
+
+
 def main(argv: list[str]) -> None:
     command, args = argv[0], argv[1:]
     if command == "hammer":
@@ -105,8 +124,11 @@ def main(argv: list[str]) -> None:
     elif command == "append":
         db, prefix, seed, *rest = args
         append(db, prefix, int(seed), rest[0] if rest else None)
+    elif command == "resend":
+        db, count, seed, out = args
+        resend(db, int(count), int(seed), out)
     else:
-        raise SystemExit(f"unknown command {command!r} (expected hammer or append)")
+        raise SystemExit(f"unknown command {command!r} (expected hammer, append or resend)")
 
 
 if __name__ == "__main__":
