@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up (if needed) and run every test: unit, integration (real SQLite files), e2e (the pmem CLI),
-# the slow crash and concurrency suites, and the shared conformance check; lint and types first.
+# the reliability suite (tests/reliability: -m reliability), and the shared conformance check; lint and types first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
