@@ -104,6 +104,6 @@ class GraphProjection(TrackedProjection):
         """The entity graph of ``namespace`` as of event index ``as_of`` (default: now)."""
         n = self.position() if as_of is None else as_of
         rows = self.conn.execute(
-            f"SELECT key, value, status, trust, opened_at FROM {TABLE} WHERE namespace=? AND opened_at<=? "
+            f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? AND opened_at<=? "
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
         return build_graph(rows)
