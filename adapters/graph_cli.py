@@ -84,8 +84,8 @@ def run(args: argparse.Namespace, store: Any) -> None:
         else:
             _write(orjson.dumps(precheck(store, args.key, args.value, **opts).to_dict()) + b"\n")
         return
-    g = store.graph(as_of=args.as_of)
     if args.command == "next":
+        g = store.graph(as_of=args.as_of, embed=True)
         previous = None if args.previous is None else _slug(args.previous)
         _write(b"".join(orjson.dumps(p) + b"\n" for p in graph_view.proposals(g, args.k, previous)))
         return
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, store: Any) -> None:
             raise InvalidOperation(f"no cell {h.key!r} in namespace {h.namespace!r} to export", field="key")
         drawing = graph_view.provenance_drawing(h)
     else:
-        drawing = graph_view.entity_drawing(g)
+        drawing = graph_view.entity_drawing(store.graph(as_of=args.as_of, embed=True))
     out = graph_view.export(drawing, args.fmt)
     _write(orjson.dumps(out) + b"\n" if isinstance(out, dict) else out.encode())
 
