@@ -260,12 +260,22 @@ class Store:
         return self._vectors
 
     # -- graph (SPEC §8) -----------------------------------------------------
-    def graph(self, *, as_of: int | None = None, namespace: str | None = None) -> EntityGraph:
-        """The entity graph (typed entities, prerequisite and association edges) as of ``as_of``."""
+    def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
+              threshold: float | None = None) -> EntityGraph:
+        """The entity graph (typed entities, prerequisite and association edges) as of ``as_of``.
+
+        ``embed``: also give every entity the embedding of its text (the store's embedder) and add
+        association edges between entities whose embeddings have cosine >= ``threshold`` (default
+        0.8); without it, association edges come from shared entities only (no model is loaded)."""
         with self._lock:
             projection = self.projections["graph"]
             projection.catch_up()
-            return projection.graph(namespace or self.namespace, as_of)  # type: ignore[no-any-return]
+            g: EntityGraph = projection.graph(namespace or self.namespace, as_of)
+        if embed:
+            from adapters.graph_view import ASSOCIATION_THRESHOLD, cosine_associations
+
+            cosine_associations(g, self.embedder, ASSOCIATION_THRESHOLD if threshold is None else threshold)
+        return g
 
     def declare_prerequisite(self, before: str, after: str, **evidence: Any) -> Receipt:
         """Record that ``after`` (a key or entity) may be asked or used only once ``before`` is known."""

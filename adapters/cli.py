@@ -90,6 +90,8 @@ def _build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--text", help="the observation itself")
         sp.add_argument("--op-id", dest="op_id", help="idempotency key: a resend records nothing new")
         sp.add_argument("--observed-at", dest="observed_at", help="ISO-8601 time of the observation")
+        sp.add_argument("--node-type", dest="node_type", metavar="TYPE",
+                        help="graph node type: event, persona or relationship (default: by rule from the key)")
 
     for op in SINGLE_OPS:
         sp = sub.add_parser(op, parents=[common], help=f"one {op} operation")
@@ -217,7 +219,7 @@ def run(argv: Sequence[str]) -> int:
         if ops is not None:
             _emit_lines(r.to_dict() for r in store.apply(ops))
         elif args.command in SINGLE_OPS or args.command == "revise":
-            fields = {k: getattr(args, k) for k in ("source", "trust", "text", "op_id", "observed_at")}
+            fields = {k: getattr(args, k) for k in ("source", "trust", "text", "op_id", "observed_at", "node_type")}
             d: dict[str, Any] = {"op": args.command, "key": args.key,
                                  **{k: v for k, v in fields.items() if v is not None}}
             if args.command == "revise":

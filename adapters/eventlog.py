@@ -131,6 +131,7 @@ class EventLog(Application[UUID]):
                 h = cell.state.head
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
+                fields["class_version"] = event_class.class_version  # as the mapper writes it (codec)
                 count[0] += 1
                 yield hexid, cell.version, event_class.TOPIC, orjson.dumps(fields)
 

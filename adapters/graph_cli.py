@@ -41,6 +41,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
                     help="two facts that cannot both hold (repeatable)")
     ck.add_argument("--write", action="store_true", help="write it: accept, or contest below confidence 0.6")
     ck.add_argument("--source", help="where the observation came from")
+    ck.add_argument("--node-type", dest="node_type", metavar="TYPE",
+                    help="with --write: graph node type event, persona or relationship (default: by rule)")
 
     gr = sub.add_parser("graph", parents=[common], help="the MOSAIC-style graph (see: pmem graph export)")
     gsub = gr.add_subparsers(dest="graph_command", metavar="SUBCOMMAND", parser_class=sub._parser_class)
@@ -58,6 +60,8 @@ def check(args: argparse.Namespace, usage_error: type[InvalidOperation]) -> None
         if not 0.0 <= args.confidence <= 1.0:
             raise usage_error(f"--confidence must be between 0 and 1, got {args.confidence}")
         args.pairs = [_pair(x, usage_error) for x in args.exclusive]
+        if args.node_type is not None and not args.write:
+            raise usage_error("--node-type applies to a write: add --write")
     if args.command == "graph" and args.graph_command is None:
         raise usage_error("pmem graph: a subcommand is required (export)")
 
@@ -75,13 +79,13 @@ def run(args: argparse.Namespace, store: Any) -> None:
         opts: dict[str, Any] = {"confidence": args.confidence, "exclusive": args.pairs,
                                 "judge": judge_from_env()}  # None without PMEM_LLM_BASE: the rule
         if args.write:
-            ev = {} if args.source is None else {"source": args.source}
+            ev = {k: v for k, v in (("source", args.source), ("node_type", args.node_type)) if v is not None}
             _write(orjson.dumps(checked_write(store, args.key, args.value, **opts, **ev)) + b"\n")
         else:
             _write(orjson.dumps(precheck(store, args.key, args.value, **opts).to_dict()) + b"\n")
         return
-    g = store.graph(as_of=args.as_of)
     if args.command == "next":
+        g = store.graph(as_of=args.as_of, embed=True)
         previous = None if args.previous is None else _slug(args.previous)
         _write(b"".join(orjson.dumps(p) + b"\n" for p in graph_view.proposals(g, args.k, previous)))
         return
@@ -91,7 +95,7 @@ def run(args: argparse.Namespace, store: Any) -> None:
             raise InvalidOperation(f"no cell {h.key!r} in namespace {h.namespace!r} to export", field="key")
         drawing = graph_view.provenance_drawing(h)
     else:
-        drawing = graph_view.entity_drawing(g)
+        drawing = graph_view.entity_drawing(store.graph(as_of=args.as_of, embed=True))
     out = graph_view.export(drawing, args.fmt)
     _write(orjson.dumps(out) + b"\n" if isinstance(out, dict) else out.encode())
 

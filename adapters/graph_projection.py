@@ -46,10 +46,13 @@ class GraphProjection(TrackedProjection):
         return {TABLE, TRACKING} <= names
 
     def _create(self) -> None:
-        cols = ", ".join(f"{c} {'INTEGER' if t is int else 'TEXT'}" for c, t in COLUMNS.items())
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
-                          "position INTEGER NOT NULL, version INTEGER NOT NULL)")
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} ({cols}, PRIMARY KEY ({', '.join(PK)}))")
+        import sqlite_utils
+
+        db = sqlite_utils.Database(self.conn, execute_plugins=False)
+        db.table(TRACKING).create({"name": str, "position": int, "version": int}, pk="name",
+                                  not_null={"position", "version"}, if_not_exists=True)
+        db.table(TABLE).create(COLUMNS, pk=PK, not_null=[c for c in COLUMNS if c not in ("node_type", "closed_at")],
+                               if_not_exists=True)
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
                           "WHERE closed_at IS NULL")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
@@ -104,6 +107,6 @@ class GraphProjection(TrackedProjection):
         """The entity graph of ``namespace`` as of event index ``as_of`` (default: now)."""
         n = self.position() if as_of is None else as_of
         rows = self.conn.execute(
-            f"SELECT key, value, status, trust, opened_at FROM {TABLE} WHERE namespace=? AND opened_at<=? "
+            f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? AND opened_at<=? "
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
         return build_graph(rows)

@@ -65,21 +65,25 @@ def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 
     return {v: float(x) for v, x in zip(nodes, r, strict=True)}
 
 
-def cosine_associations(g: EntityGraph, embedder: Any, threshold: float = ASSOCIATION_THRESHOLD) -> int:
+def cosine_associations(g: EntityGraph, embedder: Any, threshold: float = ASSOCIATION_THRESHOLD,
+                        block: int = 1024) -> int:
     """Embed every entity's text (kept on the entity) and add association edges between entities
-    whose embeddings have cosine >= ``threshold``; return how many edges were added."""
+    whose embeddings have cosine >= ``threshold``; return how many edges were added. The cosines are
+    taken ``block`` rows at a time, so a large graph never holds the whole n x n matrix."""
     slugs = sorted(g.entities)
-    if len(slugs) < 2:
+    if not slugs:
         return 0
     vecs = embedder.embed([g.entities[s].text for s in slugs])
     for s, vec in zip(slugs, vecs, strict=True):
         g.entities[s].embedding = vec
-    sims = vecs @ vecs.T
     added = 0
-    for i, j in zip(*(sims >= threshold).nonzero(), strict=True):
-        if i < j and (slugs[i], slugs[j]) not in g.associations:
-            g.associations.add((slugs[i], slugs[j]))
-            added += 1
+    for start in range(0, len(slugs), block):
+        sims = vecs[start:start + block] @ vecs.T
+        for i, j in zip(*(sims >= threshold).nonzero(), strict=True):
+            a, b = slugs[start + int(i)], slugs[int(j)]
+            if a < b and (a, b) not in g.associations:
+                g.associations.add((a, b))
+                added += 1
     return added
 
 
@@ -108,7 +112,7 @@ class GraphSession:
         self.changes = 0  # entity and edge changes applied by the last sync
 
     def next(self, k: int, previous: str | None = None) -> list[tuple[str, float]]:
-        g = self.store.graph()
+        g = self.store.graph(embed=True)
         self.changes = self.controller.sync(controller_nodes(g), g.prerequisites)
         self.controller.pick(previous)
         return self.controller.top(k)

@@ -1,8 +1,9 @@
 """Ingest: read records, extract facts, annotate each against its cell, write through the Store (SPEC §7).
 
 Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
-or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?}`` or a bare JSON
-string per line; ``confidence``, 0 to 1, replaces the extractor's own: below 0.6 the fact contests). Every
+or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?, "node_type"?}`` or a
+bare JSON string per line; ``confidence``, 0 to 1, replaces the extractor's own: below 0.6 the fact
+contests; ``node_type`` replaces the extractor's graph node type for the record's facts). Every
 record yields at least one receipt: a fact's receipt names the event it became, the op chosen and why,
 and the head after it; a record that gave no fact (or an observation the store refused as input) gets a
 receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
@@ -57,6 +58,7 @@ class Record:
     observed_at: str | None = None
     op_id: str | None = None
     confidence: Any = None  # checked when used: a bad one makes an "invalid observation" receipt
+    node_type: Any = None  # replaces the extractor's node types; checked like any operation field
     problem: str | None = None  # why the record could not even be read
 
 
@@ -159,7 +161,7 @@ def _json_record(n: int, line: str) -> Record:
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return Record(n, None, problem="a jsonl record must be a string or an object with a string 'text'")
     return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"),
-                  obj.get("confidence"))
+                  obj.get("confidence"), obj.get("node_type"))
 
 
 class Ingestor:
@@ -261,6 +263,9 @@ class Ingestor:
             d["observed_at"] = record.observed_at
         if record.op_id is not None:
             d["op_id"] = record.op_id if i == 0 else f"{record.op_id}#{i}"
+        node_type = a.fact.node_type if record.node_type is None else record.node_type
+        if node_type is not None:
+            d["node_type"] = node_type  # checked by parse_operation: a bad one is an "invalid observation"
         return d
 
     def _route(self, fact: Fact, record: Record, pending: list[Pending]) -> tuple[Fact, dict[str, Any]]:

@@ -19,7 +19,8 @@ from domain.extraction.key_identity import same_key
 from domain.extraction.llm_output import FACTS_SCHEMA, find_json_object, parse_facts
 
 EXTRACT_PROMPT = """You extract durable facts from one record for an agent's memory.
-Answer with one JSON object {"facts": [{"key", "value", "status", "confidence"}]} and nothing else.
+Answer with one JSON object {"facts": [{"key", "value", "status", "confidence", "node_type"}]} and nothing
+else.
 - key: a short snake_case name for the slot, independent of the value (personal_best_5k_time, never
   personal_best_27_12); for a fact about something other than the user, prefix its subject
   (france.capital).
@@ -27,6 +28,9 @@ Answer with one JSON object {"facts": [{"key", "value", "status", "confidence"}]
 - status: asserted (stated as true), hedged (uncertain: "I think", "maybe"), reported (someone else
   says so) or withdrawn (the record retracts it).
 - confidence: 0 to 1.
+- node_type: what the fact is about: event (something that happened or is dated: a birth, a move, a
+  meeting), relationship (a tie between two parties: spouse, employer, author, owner) or persona (an
+  attribute or preference of one party).
 A record with no durable fact gives {"facts": []}."""
 
 ANNOTATE_PROMPT = """You choose how a new observation changes a memory cell.

@@ -25,7 +25,7 @@ class CellEvent(AggregateEvent):
 
     OP: ClassVar[str] = ""
     TOPIC: ClassVar[str] = ""
-    class_version: ClassVar[int] = 1
+    class_version: ClassVar[int] = 2  # 2: ``node_type`` added (``upcast_v1_v2``)
 
     namespace: str
     key: str
@@ -36,6 +36,12 @@ class CellEvent(AggregateEvent):
     trust: int
     observed_at: str | None
     op_id: str | None
+    node_type: str | None  # graph node type supplied with the evidence (domain.node_types), if any
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A version-1 event (stored before node types existed) supplied none."""
+        state["node_type"] = None
 
     @property
     def value_or_none(self) -> str | None:
@@ -77,7 +83,9 @@ class Accepted(CellEvent):
 
     @classmethod
     def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
-        return state.commit_head(f["value"], revision, f["trust"], f["source"], SUPERSEDED)
+        changed = state.commit_head(f["value"], revision, f["trust"], f["source"], SUPERSEDED)
+        state.note_node_type(f["vid"], f.get("node_type"))
+        return changed
 
 
 class Contested(CellEvent):
@@ -89,7 +97,9 @@ class Contested(CellEvent):
 
     @classmethod
     def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
-        return state.add_alternative(f["value"], revision, f["trust"], f["source"])
+        changed = state.add_alternative(f["value"], revision, f["trust"], f["source"])
+        state.note_node_type(f["vid"], f.get("node_type"))
+        return changed
 
 
 class Rejected(CellEvent):
@@ -106,7 +116,9 @@ class Rejected(CellEvent):
     def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
         if f["value"] is None:
             return state.rollback(CONTRADICTED)
-        return state.commit_head(f["value"], revision, f["trust"], f["source"], CONTRADICTED)
+        changed = state.commit_head(f["value"], revision, f["trust"], f["source"], CONTRADICTED)
+        state.note_node_type(f["vid"], f.get("node_type"))
+        return changed
 
 
 class Revoked(CellEvent):
@@ -133,7 +145,9 @@ class Resolved(CellEvent):
 
     @classmethod
     def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
-        return state.resolve(f["target"])
+        changed = state.resolve(f["target"])
+        state.note_node_type(f["target"], f.get("node_type"))
+        return changed
 
 
 class Supported(CellEvent):
@@ -144,7 +158,9 @@ class Supported(CellEvent):
 
     @classmethod
     def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
-        return state.add_support(f["target"], revision, f["trust"], f["source"])
+        changed = state.add_support(f["target"], revision, f["trust"], f["source"])
+        state.note_node_type(f["target"], f.get("node_type"))
+        return changed
 
 
 class NotApplied(CellEvent):

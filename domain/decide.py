@@ -36,7 +36,7 @@ def decide(state: CellState, op: Operation) -> Decision:
     common: dict[str, Any] = {
         "namespace": state.namespace, "key": state.key, "requested": op.op, "reason": None,
         "text": ev.text, "source": ev.source, "trust": ev.trust,
-        "observed_at": ev.observed_at, "op_id": ev.op_id,
+        "observed_at": ev.observed_at, "op_id": ev.op_id, "node_type": ev.node_type,
     }
 
     def noop(reason: str) -> Decision:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from domain.errors import InvalidOperation
 from domain.keys import normalize_key
+from domain.node_types import node_type_problem
 
 OPS = ("accept", "contest", "reject", "revoke", "resolve", "support", "revise")
 VALUE_REQUIRED = frozenset({"accept", "contest", "resolve"})
@@ -22,7 +23,7 @@ MAX_FIELD_CHARS = 1024
 DEFAULT_TRUST = 50
 DEFAULT_NAMESPACE = "default"
 
-_EVIDENCE_FIELDS = frozenset({"source", "trust", "text", "op_id", "observed_at"})
+_EVIDENCE_FIELDS = frozenset({"source", "trust", "text", "op_id", "observed_at", "node_type"})
 _COMMON_FIELDS = frozenset({"op", "key", "namespace"}) | _EVIDENCE_FIELDS
 _ALLOWED = {
     op: _COMMON_FIELDS | ({"new_value", "old_value", "status", "hard_commit"} if op == "revise" else {"value"})
@@ -38,6 +39,7 @@ class Evidence(NamedTuple):
     trust: int = DEFAULT_TRUST
     observed_at: str | None = None
     op_id: str | None = None
+    node_type: str | None = None  # graph node type (event, persona, relationship); None: the rule decides
 
 
 class Operation(NamedTuple):
@@ -109,6 +111,17 @@ def _observed_at(d: Mapping[str, Any]) -> str | None:
     return raw
 
 
+def _node_type(d: Mapping[str, Any]) -> str | None:
+    raw = d.get("node_type")
+    if raw is None:
+        return None
+    problem = node_type_problem(raw)
+    if problem is not None:
+        raise InvalidOperation(problem, field="node_type")
+    assert isinstance(raw, str)
+    return raw
+
+
 def parse_operation(d: Any, namespace: str = DEFAULT_NAMESPACE) -> Operation:
     """Validate one operation object (a JSON line of ``pmem apply``) into an :class:`Operation`."""
     if not isinstance(d, Mapping):
@@ -133,6 +146,7 @@ def parse_operation(d: Any, namespace: str = DEFAULT_NAMESPACE) -> Operation:
         _trust(d) if "trust" in d else DEFAULT_TRUST,
         _observed_at(d) if "observed_at" in d else None,
         _string(d, "op_id", MAX_FIELD_CHARS) if "op_id" in d else None,
+        _node_type(d) if "node_type" in d else None,
     )
     if op == "revise":
         status = d.get("status", "update")

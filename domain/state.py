@@ -29,6 +29,7 @@ class Version:
     support: int = 0
     evidence: list[int] = field(default_factory=list)  # cell revisions of supporting events
     sources: list[str] = field(default_factory=list)
+    node_type: str | None = None  # graph node type supplied by the newest evidence that gave one
 
     def add_evidence(self, revision: int, trust: int, source: str | None) -> None:
         self.evidence.append(revision)
@@ -71,6 +72,11 @@ class CellState:
         return None
 
     # -- transitions ---------------------------------------------------------
+    def note_node_type(self, vid: int | None, node_type: str | None) -> None:
+        """Evidence for version ``vid`` supplied a graph node type: the newest one supplied holds."""
+        if node_type is not None and vid is not None:
+            self.versions[vid].node_type = node_type
+
     def _new_version(self, value: str, status: str, revision: int, trust: int, source: str | None,
                      supersedes: int | None = None, alternative_of: int | None = None) -> Version:
         v = Version(len(self.versions), value, status, revision, trust, supersedes, alternative_of)

@@ -9,6 +9,9 @@ N, so it is rebuildable from the log and readable ``as_of`` like every other pro
 
 - entities: the subject of each key ``<subject>.<relation>`` (the template extractor's keys) and each
   value that is itself a subject, or is the value of a key (so a chain can be followed later);
+- entity types (``event``, ``persona``, ``relationship``): each fact has the type its head's evidence
+  supplied (the extractor's, carried on the event), else the rule-based one of its relation; an entity
+  takes the strongest of its facts' types (:mod:`domain.node_types`);
 - prerequisite edges: derived where one fact's value is another fact's subject (``a -> b``: b is
   reached through a), and declared ones, stored in the log as facts under :data:`DECLARED_PREFIX`;
 - association edges: two subjects that share a value entity (embedding-cosine association edges
@@ -25,31 +28,17 @@ from typing import Any
 
 from domain.cell import CellEvent
 from domain.keys import normalize_key
+from domain.node_types import default_node_type, strongest
 from domain.state import CellState
 
 NAME = "graph"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: node_type column
 DECLARED_PREFIX = "requires."  # key of a declared prerequisite; value: JSON ["before key", "after key"]
 Row = tuple[Any, ...]
 COLUMNS: dict[str, type] = {"cell_id": str, "namespace": str, "key": str, "value": str, "status": str,
-                            "trust": int, "opened_at": int, "closed_at": int}
+                            "trust": int, "node_type": str, "opened_at": int, "closed_at": int}
+OPENED, CLOSED = 7, 8  # positions of opened_at and closed_at in a row
 PK = ("cell_id", "opened_at")
-
-# Rule-based default node types (the extractor supplies none yet): by relation name.
-_RELATIONSHIP = ("spouse", "married", "father", "mother", "child", "sibling", "member", "employer", "works_for",
-                 "author", "founder", "founded", "creator", "head", "chair", "ceo", "director", "manufacturer",
-                 "owner", "citizen", "team", "league", "sport", "affiliation")
-_EVENT = ("born", "birth", "died", "death", "date", "year", "when", "event", "location", "moved", "created")
-
-
-def node_type(relations: Iterable[str]) -> str:
-    """``relationship``, ``event`` or ``persona`` from the relations an entity's facts use."""
-    rels = list(relations)
-    if any(any(w in r for w in _RELATIONSHIP) for r in rels):
-        return "relationship"
-    if any(any(w in r for w in _EVENT) for r in rels):
-        return "event"
-    return "persona"
 
 
 def entity_slug(text: str) -> str:
@@ -90,20 +79,20 @@ class GraphProjector:
             state = self.cells[cid] = CellState(event.namespace, event.key)
         event.apply_to(state)
         head = state.head
-        now = None if head is None else (head.value, head.status, head.trust)
+        now = None if head is None else (head.value, head.status, head.trust, head.node_type)
         row = self.open_rows.get(cid)
-        if row is not None and (row[3], row[4], row[5]) == now:
+        if row is not None and row[3:OPENED] == now:
             return
         if row is not None:
-            self._put((*row[:7], index))
+            self._put((*row[:CLOSED], index))
             del self.open_rows[cid]
         if head is not None:
-            new = (cid, state.namespace, state.key, head.value, head.status, head.trust, index, None)
+            new = (cid, state.namespace, state.key, head.value, head.status, head.trust, head.node_type, index, None)
             self.open_rows[cid] = new
             self._put(new)
 
     def _put(self, row: Row) -> None:
-        self.changes[(row[0], row[6])] = row
+        self.changes[(row[0], row[OPENED])] = row
 
     def flush(self) -> list[Row]:
         out = list(self.changes.values())
@@ -116,7 +105,9 @@ class GraphProjector:
 
 @dataclass(frozen=True, slots=True)
 class Fact:
-    """One open fact of the graph: ``subject --relation--> value`` (``obj``: the value's slug)."""
+    """One open fact of the graph: ``subject --relation--> value`` (``obj``: the value's slug).
+
+    ``node_type``: the type the extractor (or the writer) supplied, else the rule-based default."""
 
     key: str
     subject: str
@@ -126,6 +117,7 @@ class Fact:
     status: str
     trust: int
     since: int
+    node_type: str
 
 
 @dataclass(slots=True)
@@ -166,20 +158,23 @@ class EntityGraph:
         return [f for e in self.entities.values() for f in e.facts]
 
 
-def fact_of(key: str, value: str, status: str, trust: int, since: int) -> Fact:
+def fact_of(key: str, value: str, status: str, trust: int, since: int, node_type: str | None = None) -> Fact:
+    """A fact of the graph; with no supplied ``node_type``, the rule-based one of its relation."""
     subject, relation = split_key(key)
-    return Fact(key, subject, relation, value, entity_slug(value), status, trust, since)
+    return Fact(key, subject, relation, value, entity_slug(value), status, trust, since,
+                node_type or default_node_type(relation))
 
 
 def build_graph(rows: Iterable[Row]) -> EntityGraph:
-    """The entity graph of the open ``graph_facts`` rows ``(key, value, status, trust, opened_at)``."""
+    """The entity graph of the open ``graph_facts`` rows ``(key, value, status, trust, opened_at,
+    node_type)`` (``node_type`` may be ``None``: the rule decides)."""
     g = EntityGraph()
     declared: list[tuple[str, str]] = []
-    for key, value, status, trust, since in rows:
+    for key, value, status, trust, since, supplied in rows:
         if key.startswith(DECLARED_PREFIX):
             declared.extend(_declared(value))
             continue
-        f = fact_of(key, value, status, trust, since)
+        f = fact_of(key, value, status, trust, since, supplied)
         subj = g.entities.setdefault(f.subject, Entity(f.subject, f.subject.replace("_", " ")))
         subj.facts.append(f)
         subj.time = max(subj.time, since)
@@ -189,7 +184,7 @@ def build_graph(rows: Iterable[Row]) -> EntityGraph:
             obj.mentions += 1
             obj.time = max(obj.time, since)
     for e in g.entities.values():
-        e.kind = node_type(f.relation for f in e.facts)
+        e.kind = strongest(f.node_type for f in e.facts)
         e.confidence = max((min(f.trust, 100) / 100 for f in e.facts), default=0.0)
     _link(g)
     for before, after in declared:

@@ -37,6 +37,7 @@ class Fact:
     text: str  # the record itself (the evidence)
     form: str  # which pattern matched, e.g. ``cloze:P36``, ``alfworld.move``, ``statement``
     previous: str | None = None  # a value the record says was replaced (e.g. the "from" of a move)
+    node_type: str | None = None  # graph node type (domain.node_types); None: the rule-based default
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ returns either facts or a reason; it never raises. The adapter retries on a reas
 the retries are spent, records the reason in the log, so no observation is dropped silently.
 
 Per-fact problems (an empty or over-long key or value, a key that contains its own value, an unknown
-assertion status) drop that fact and say why in ``Extraction.dropped``; unknown fields of a fact are
-ignored (the schema's fields are all we read).
+assertion status or node type) drop that fact and say why in ``Extraction.dropped``; unknown fields of
+a fact are ignored (the schema's fields are all we read). A fact without ``node_type`` gets ``None``:
+the graph's rule-based default decides its type.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
 from domain.keys import normalize_key
+from domain.node_types import NODE_TYPES, node_type_problem
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024  # a longer answer is cut here before parsing
 MAX_VALUE_BYTES = 64 * 1024  # as for any operation (domain.operations)
@@ -37,6 +39,7 @@ FACTS_SCHEMA: dict[str, Any] = {
                     "value": {"type": "string"},
                     "status": {"type": "string", "enum": list(STATUSES)},
                     "confidence": {"type": "number"},
+                    "node_type": {"type": "string", "enum": list(NODE_TYPES)},
                 },
                 "required": ["key", "value", "status"],
                 "additionalProperties": False,
@@ -110,6 +113,8 @@ def _fact_problem(item: Any) -> str | None:
     c = item.get("confidence")
     if c is not None and (isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 1):
         return f"confidence must be a number from 0 to 1, got {c!r}"[:120]
+    if item.get("node_type") is not None:
+        return node_type_problem(item["node_type"])
     return None
 
 
@@ -132,7 +137,8 @@ def to_fact(item: dict[str, Any], record: int, text: str, form: str) -> Fact | s
     status: Status = item.get("status", "asserted")
     c = item.get("confidence")
     confidence = CONFIDENCE[status] if c is None else float(c)
-    return Fact(key, item["value"].strip(), status, _HINT[status], confidence, record, text, form)
+    return Fact(key, item["value"].strip(), status, _HINT[status], confidence, record, text, form,
+                node_type=item.get("node_type"))
 
 
 def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extraction:

@@ -14,6 +14,10 @@ Forms, tried in this order on each record (a leading ``"<n>. "`` serial number i
    ``<subject>.<relation>`` -> accept the object.
 
 A record that fits none, or whose key or value comes out empty, yields no fact and says why.
+
+Each fact carries its graph node type (SPEC §8): an ALFWorld observation or move is an ``event``, a
+personal statement is about the user's ``persona``, and a cloze fact has the rule-based type of its
+relation (``spouse`` -> ``relationship``, ``place_of_birth`` -> ``event``, :mod:`domain.node_types`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import re
 
 from domain.extraction.cloze import match_cloze
 from domain.extraction.facts import CONFIDENCE, Extraction, Fact, OpHint, Status, personal_key, subject_key
+from domain.node_types import default_node_type
 
 _SERIAL = re.compile(r"(\d+)\.\s+(.*)", re.S)
 _OBSERVED = re.compile(r"Earlier observation:\s*(?P<obj>.+?) was in (?P<loc>.+)", re.S | re.I)
@@ -66,13 +71,13 @@ class TemplateExtractor:
     def _alfworld(self, s: str, record: int, text: str) -> Extraction | None:
         if m := _OBSERVED.fullmatch(s):
             return _fact(record, text, "alfworld.observation", subject_key(m["obj"], "location"), m["loc"],
-                         "asserted", "accept")
+                         "asserted", "accept", "event")
         if m := _MOVED.fullmatch(s):
             return _fact(record, text, "alfworld.move", subject_key(m["obj"], "location"), m["b"],
-                         "asserted", "accept", previous=m["a"].strip())
+                         "asserted", "accept", "event", previous=m["a"].strip())
         if m := _RETRACTED.fullmatch(s):
             return _fact(record, text, "alfworld.retraction", subject_key(m["obj"], "location"), m["b"],
-                         "withdrawn", "revoke")
+                         "withdrawn", "revoke", "event")
         return None
 
     def _statement(self, s: str, record: int, text: str) -> Extraction | None:
@@ -91,7 +96,7 @@ class TemplateExtractor:
             return None
         if m["neg"].lower() == "no longer":
             status, hint = "withdrawn", "revoke"
-        return _fact(record, text, "statement", personal_key(m["x"]), m["y"], status, hint)
+        return _fact(record, text, "statement", personal_key(m["x"]), m["y"], status, hint, "persona")
 
     def _cloze(self, s: str, record: int, text: str) -> Extraction | None:
         found = match_cloze(s)
@@ -99,15 +104,15 @@ class TemplateExtractor:
             return None
         cloze, subject, obj = found
         return _fact(record, text, f"cloze:{cloze.pid}", subject_key(subject, cloze.relation), obj,
-                     "asserted", "accept")
+                     "asserted", "accept", default_node_type(cloze.relation))
 
 
 def _fact(record: int, text: str, form: str, key: str, value: str, status: Status, hint: OpHint,
-          previous: str | None = None) -> Extraction:
+          node_type: str, previous: str | None = None) -> Extraction:
     value = value.strip()
     if not key:
         return Extraction(record, text, reason=f"{form}: the key is empty after normalisation")
     if not value:
         return Extraction(record, text, reason=f"{form}: the value is empty")
-    fact = Fact(key, value, status, hint, CONFIDENCE[status], record, text, form, previous)
+    fact = Fact(key, value, status, hint, CONFIDENCE[status], record, text, form, previous, node_type)
     return Extraction(record, text, facts=(fact,))

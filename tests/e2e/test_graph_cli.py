@@ -77,6 +77,24 @@ def test_bad_graph_input_is_a_one_line_json_error(db_path: Path) -> None:
     assert r.returncode == 2 and "--format" in error(r)["detail"]
 
 
+def test_a_node_type_is_set_from_the_cli_or_a_json_op_and_a_bad_one_is_a_one_line_error(db_path: Path) -> None:
+    ok(db_path, "accept", "ada.nickname", "Enchantress", "--node-type", "event")
+    ok(db_path, "apply", "-", stdin=b'{"op": "accept", "key": "bob.nickname", "value": "Bobby", '
+                                    b'"node_type": "relationship"}\n')
+    ok(db_path, "accept", "cy.nickname", "Cyrus")
+    (g,) = ok(db_path, "graph", "export")
+    kinds = {n["id"]: n["kind"] for n in g["nodes"]}
+    assert (kinds["ada"], kinds["bob"], kinds["cy"]) == ("event", "relationship", "persona")  # cy: by rule
+    r = pmem(db_path, "accept", "dan.nickname", "Danny", "--node-type", "hobby")
+    assert r.returncode == 2 and "'node_type' must be one of event, persona, relationship" in error(r)["detail"]
+    r = pmem(db_path, "apply", "-", stdin=b'{"op": "accept", "key": "k", "value": "v", "node_type": "x"}\n')
+    assert r.returncode == 2 and "line 1" in error(r)["detail"] and "node_type" in error(r)["detail"]
+    r = pmem(db_path, "check", "ed.nickname", "Eddie", "--node-type", "event")
+    assert r.returncode == 2 and "--write" in error(r)["detail"]
+    (w,) = ok(db_path, "check", "ed.nickname", "Eddie", "--node-type", "event", "--write")
+    assert w["applied"] and len(ok(db_path, "log")) == 4
+
+
 def html_page(db: Path, tmp: Path) -> Path:
     page = tmp / "graph.html"
     page.write_bytes(pmem(db, "graph", "export", "--format", "html").stdout)

@@ -43,5 +43,26 @@ def test_a_long_lived_session_syncs_only_what_a_write_changed_and_agrees_with_a_
     store.contest("book_1.author", "Someone Else")
     got = session.next(5, previous="book_1")
     assert 0 < session.changes < 8
-    assert got == controller_for(store.graph(), "book_1").top(5)
+    assert got == controller_for(store.graph(embed=True), "book_1").top(5)
     assert "book_1" in [v for v, _ in got]
+
+
+def test_the_stores_graph_with_embed_gives_every_node_text_embedding_confidence_and_time(
+        store: pmem.Store) -> None:
+    store.accept("charles_dickens.country_of_citizenship", "United Kingdom", trust=70)
+    store.accept("william_blake.country_of_citizenship", "Britain")
+    plain = store.graph()  # structure only: no model loaded, no cosine edges
+    assert ("britain", "united_kingdom") not in plain.associations
+    assert all(e.embedding is None for e in plain.entities.values())
+    g = store.graph(embed=True)
+    assert ("britain", "united_kingdom") in g.associations  # cosine >= 0.8, no shared entity
+    dickens = g.entities["charles_dickens"]
+    assert (dickens.text, dickens.confidence, dickens.time, dickens.kind) == ("charles dickens", 0.7, 1, "relationship")
+    assert all(e.embedding.shape == (384,) and e.text for e in g.entities.values())
+    assert store.graph(embed=True, as_of=1).entities.keys() == {"charles_dickens", "united_kingdom"}
+
+
+def test_a_graph_of_one_entity_still_gets_its_embedding(store: pmem.Store) -> None:
+    store.accept("solo", "itself")
+    g = store.graph(embed=True)
+    assert [e.embedding.shape for e in g.entities.values()] == [(384,), (384,)]

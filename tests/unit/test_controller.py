@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from projections.controller import Controller, Node, rank, recompute
@@ -78,8 +78,22 @@ ops = st.one_of(
 )
 
 
+# The reading guide's four cases, always run by the property test below (besides its random ones):
+# n0 confirmed (the pick); n2 the maximum importance; n3 linked to nothing; n1 waits on n4.
+_SETUP = [("upsert", "n0", 3, 1, 0, True), ("upsert", "n1", 2, 1, 0, False), ("upsert", "n2", 9, 2, 1, False),
+          ("upsert", "n3", 1, 0, 2, False), ("require", "n4", "n1"), ("upsert", "n4", 1, 0, 0, False), ("read",)]
+DISTANT_MAX_CHANGE = [*_SETUP, ("importance", "n3", 12), ("read",)]
+MAX_LEAVES = [*_SETUP, ("confirm", "n2", True), ("read",)]
+PICK_CHANGES_COMMUNITY = [*_SETUP, ("pick", "n0"), ("read",), ("community", "n0", 2), ("read",)]
+NEWLY_UNLOCKED_MAX = [*_SETUP, ("importance", "n1", 20), ("read",), ("confirm", "n4", True), ("read",)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ops, max_size=40))
+@example(DISTANT_MAX_CHANGE)
+@example(MAX_LEAVES)
+@example(PICK_CHANGES_COMMUNITY)
+@example(NEWLY_UNLOCKED_MAX)
 def test_after_any_sequence_of_writes_and_picks_cached_scores_equal_a_full_recompute(steps: list[tuple]) -> None:
     c = Controller()
     for step in steps:

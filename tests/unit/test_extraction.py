@@ -30,6 +30,19 @@ def test_a_numbered_cloze_line_gives_subject_dot_relation_and_the_object_verbati
         "united_states_of_america.capital", "Washington, D.C.", "asserted", "accept", "cloze:P36")
 
 
+@pytest.mark.parametrize(("text", "node_type"), [
+    ("Charles Dickens is married to Catherine Hogarth.", "relationship"),
+    ("The author of Our Mutual Friend is Charles Dickens.", "relationship"),
+    ("Charles Dickens was born in the city of Portsmouth.", "event"),
+    ("The capital of France is Paris.", "persona"),
+    ("Earlier observation: mug 1 was in cabinet 2.", "event"),
+    ("Update: mug 1 has been moved from cabinet 2 to shelf 3.", "event"),
+    ("My favourite colour is now green.", "persona"),
+])
+def test_every_template_fact_carries_a_graph_node_type(text: str, node_type: str) -> None:
+    assert one(text).node_type == node_type
+
+
 def test_the_most_specific_template_wins_over_the_generic_ones() -> None:
     assert one("The headquarters of Nokia is located in the city of Espoo.").key == "nokia.headquarters_city"
     assert one("The name of the current head of state in Peru is Anna.").key == "peru.head_of_state"

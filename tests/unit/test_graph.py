@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from projections.graph import build_graph, entity_slug, node_type, prerequisite_key
+from domain.node_types import default_node_type
+from projections.graph import build_graph, entity_slug, prerequisite_key
 from projections.multihop import guided_facts, named_entities
 
 ROWS = [
-    ("our_mutual_friend.author", "Charles Dickens", "active", 50, 1),
-    ("charles_dickens.spouse", "Catherine Dickens", "active", 50, 2),
-    ("catherine_dickens.country_of_citizenship", "Belgium", "active", 50, 3),
-    ("charles_dickens.place_of_birth", "Portsmouth", "contested", 50, 4),
-    ("great_expectations.author", "Charles Dickens", "active", 80, 5),
+    ("our_mutual_friend.author", "Charles Dickens", "active", 50, 1, None),
+    ("charles_dickens.spouse", "Catherine Dickens", "active", 50, 2, None),
+    ("catherine_dickens.country_of_citizenship", "Belgium", "active", 50, 3, None),
+    ("charles_dickens.place_of_birth", "Portsmouth", "contested", 50, 4, None),
+    ("great_expectations.author", "Charles Dickens", "active", 80, 5, None),
 ]
 
 
@@ -46,13 +47,33 @@ def test_an_entity_with_a_contested_fact_is_not_confirmed_and_one_without_facts_
 def test_entities_are_typed_by_rule_and_carry_confidence_and_time() -> None:
     g = build_graph(ROWS)
     assert g.entities["charles_dickens"].kind == "relationship"
-    assert node_type(["date_of_birth"]) == "event" and node_type(["nickname"]) == "persona"
+    assert default_node_type("date_of_birth") == "event" and default_node_type("nickname") == "persona"
     assert g.entities["great_expectations"].confidence == 0.8 and g.entities["charles_dickens"].time == 5
+
+
+def test_a_supplied_node_type_wins_over_the_rule_for_its_fact() -> None:
+    rows = [("ada.nickname", "Countess", "active", 50, 1, "event"),
+            ("bob.spouse", "Carol", "active", 50, 2, "persona"),
+            ("dan.nickname", "Danny", "active", 50, 3, None)]
+    g = build_graph(rows)
+    assert [f.node_type for f in g.facts()] == ["event", "persona", "persona"]
+    assert (g.entities["ada"].kind, g.entities["bob"].kind, g.entities["dan"].kind) == ("event", "persona", "persona")
+
+
+def test_an_entity_takes_the_strongest_type_among_its_facts() -> None:
+    rows = [("ada.nickname", "Countess", "active", 50, 1, "persona"),
+            ("ada.wedding", "1835", "active", 50, 2, "event"),
+            ("bob.nickname", "Bobby", "active", 50, 3, "persona"),
+            ("bob.birth_date", "1900", "active", 50, 4, None)]
+    g = build_graph(rows)
+    assert g.entities["ada"].kind == "event"
+    assert g.entities["bob"].kind == "event"  # the rule's type for the fact that supplied none
+    assert g.entities["countess"].kind == "persona"  # known only as a value: no facts of its own
 
 
 def test_a_declared_prerequisite_links_the_subjects_of_its_two_keys() -> None:
     declared = (prerequisite_key("visa.status", "trip.date"), json.dumps(["visa.status", "trip.date"]),
-                "active", 50, 6)
+                "active", 50, 6, None)
     g = build_graph([*ROWS, declared])
     assert ("visa", "trip") in g.prerequisites and g.requires("trip") == {"visa"}
 

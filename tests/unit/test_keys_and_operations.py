@@ -34,6 +34,14 @@ def test_a_parsed_operation_carries_its_evidence() -> None:
                            Evidence("ran 25:50", "race", 80, "2026-05-01T10:00:00Z", "m1"))
 
 
+def test_a_node_type_travels_with_the_evidence_and_defaults_to_none() -> None:
+    op = parse_operation({"op": "contest", "key": "ada.spouse", "value": "Charles", "node_type": "relationship"})
+    assert op.evidence.node_type == "relationship"
+    assert parse_operation({"op": "accept", "key": "k", "value": "v"}).evidence.node_type is None
+    with pytest.raises(InvalidOperation, match="'node_type' must be one of event, persona, relationship, got 'place'"):
+        parse_operation({"op": "accept", "key": "k", "value": "v", "node_type": "place"})
+
+
 def test_values_are_stored_verbatim() -> None:
     assert parse_operation({"op": "accept", "key": "k", "value": "  Mixed Case  "}).value == "  Mixed Case  "
 
@@ -47,6 +55,8 @@ def test_values_are_stored_verbatim() -> None:
     ({"op": "revise", "key": "k", "new_value": "v", "hard_commit": "yes"}, "hard_commit"),
     ({"op": "accept", "key": "k", "value": "v", "source": 3}, "source"),
     ({"op": "accept", "key": 7, "value": "v"}, "key"),
+    ({"op": "accept", "key": "k", "value": "v", "node_type": "place"}, "node_type"),
+    ({"op": "accept", "key": "k", "value": "v", "node_type": 1}, "node_type"),
 ])
 def test_bad_fields_are_named(d: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidOperation) as e:

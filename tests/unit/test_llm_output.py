@@ -19,6 +19,30 @@ def test_a_plain_answer_gives_its_facts_with_normalised_keys() -> None:
     assert not x.failed and x.dropped == ()
 
 
+def test_a_node_type_from_the_model_is_kept_and_a_missing_one_is_left_to_the_rule() -> None:
+    answer = json.dumps({"facts": [
+        {"key": "ada.spouse", "value": "William King", "status": "asserted", "node_type": "relationship"},
+        {"key": "ada.nickname", "value": "Enchantress", "status": "asserted"}]})
+    assert [f.node_type for f in parse_facts(answer, 1, "t").facts] == ["relationship", None]
+
+
+def test_an_unknown_node_type_drops_that_fact_and_says_why() -> None:
+    answer = json.dumps({"facts": [
+        {"key": "ada.spouse", "value": "William King", "status": "asserted", "node_type": "marriage"},
+        {"key": "ada.nickname", "value": "Enchantress", "status": "asserted", "node_type": "persona"}]})
+    x = parse_facts(answer, 1, "t")
+    assert [f.key for f in x.facts] == ["ada.nickname"]
+    assert x.dropped == ("'node_type' must be one of event, persona, relationship, got 'marriage'",)
+
+
+def test_the_schema_offers_exactly_the_three_node_types() -> None:
+    from domain.extraction.llm_output import FACTS_SCHEMA
+
+    item = FACTS_SCHEMA["properties"]["facts"]["items"]
+    assert sorted(item["properties"]["node_type"]["enum"]) == ["event", "persona", "relationship"]
+    assert "node_type" not in item["required"]
+
+
 @pytest.mark.parametrize("wrapped", [
     f"```json\n{GOOD}\n```",
     f"```\n{GOOD}```",
