@@ -119,9 +119,12 @@ class QueueNotifications:
         self._event.set()
 
     def wait(self, timeout: float) -> bool:
-        got = self._event.wait(timeout)
-        self._event.clear()
-        return got
+        # Clear only a notification we saw: clearing after a timeout could eat one that arrived
+        # between the timeout and the clear.
+        if self._event.wait(timeout):
+            self._event.clear()
+            return True
+        return False
 
 
 @dataclass
