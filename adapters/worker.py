@@ -50,7 +50,6 @@ def run_worker(store: Any, name: str, *, interval: float = DEFAULT_INTERVAL_S, b
                emit: Callable[[dict[str, Any]], None] = lambda _: None) -> dict[str, Any]:
     """Follow ``store``'s log for projection ``name`` until SIGTERM or SIGINT; return the summary line."""
     followed = targets(store, name, batch_size)
-    heartbeat = SqliteHeartbeat(store.projection_db, store.log_store.db, [t.name for t in followed], heartbeat_s)
     stopping = threading.Event()
     received: list[str] = []
 
@@ -58,8 +57,12 @@ def run_worker(store: Any, name: str, *, interval: float = DEFAULT_INTERVAL_S, b
         received.append(signal.Signals(signum).name)
         stopping.set()
 
+    # Handlers go in before the heartbeat row announces this worker, so a SIGTERM sent to a worker
+    # that stats shows as started always stops it gracefully.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        heartbeat = SqliteHeartbeat(store.projection_db, store.log_store.db, [t.name for t in followed],
+                                    heartbeat_s)
         follower = Follower(store.log_store, followed, wait or PollingWait(store.log_store, interval), heartbeat,
                             heartbeat_s, emit)
         applied = follower.run(stopping)

@@ -76,7 +76,10 @@ def wait_caught_up(db: str, names: tuple[str, ...], worker: Worker) -> None:
         assert worker.proc.poll() is None, f"the worker exited {worker.proc.returncode}: {worker.stderr()}"
         with pmem.open(db) as store:
             projections = store.stats()["projections"]
-        if all(projections[n]["lag"] == 0 for n in names):
+        # The worker's own heartbeat first: a projection already caught up says nothing about a
+        # worker that may still be starting (and not yet handling SIGTERM).
+        started = all(projections[n].get("worker", {}).get("pid") == worker.proc.pid for n in names)
+        if started and all(projections[n]["lag"] == 0 for n in names):
             return
         time.sleep(0.1)
     pytest.fail(f"the worker did not catch up with {names} in {TIMEOUT_S} s")
