@@ -105,14 +105,13 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
        data=st.data())
 def test_as_of_reads_from_the_projection_equal_the_replay_readers(
         backend: Backend, steps: list[Step], cuts: list[int], data: st.DataObject) -> None:
-    if not backend.within(pg_examples=20):
-        return
     ops = [as_op(s) for s in steps]
+    points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1, max_size=6))
+    if not backend.within(pg_examples=20):  # after every draw: Hypothesis needs the same draws each run
+        return
     path = backend.new_url()
     with pmem.open(path) as store, pmem.open(path, reader="replay") as replay:
         apply_in_batches(store, ops, cuts)
-        points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1,
-                                    max_size=6))
         for n in points:
             for ns in NAMESPACES:
                 for disclose in ((), DISCLOSE):
