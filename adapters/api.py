@@ -24,7 +24,7 @@ from uuid import UUID
 from adapters.eventlog import EventLog
 from adapters.progress import Progress, silent
 from adapters.projection_reader import ProjectionReader
-from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
+from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, timed
 from adapters.vector_projection import stored_position
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
@@ -48,7 +48,8 @@ PROJECTION_NAMES = (*sorted(PROJECTIONS), VECTORS)  # what `rebuild --projection
 
 
 class Store:
-    """A P-Mem store on one SQLite file (or ``":memory:"``), scoped to a default namespace.
+    """A P-Mem store on one SQLite file (or ``":memory:"``) or a PostgreSQL database (a
+    ``postgresql://`` URL, see :mod:`adapters.backend`), scoped to a default namespace.
 
     Reads are served by the frontier projection (``reader="projection"``, the default), caught up
     to the end of the log before each read; ``reader="replay"`` folds the log instead (the
@@ -68,14 +69,14 @@ class Store:
         if self.vector_index not in VECTOR_INDEX_KINDS:
             raise InvalidOperation(f"unknown vector index {self.vector_index!r} (expected "
                                    f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
-        self.path = None if str(path) == ":memory:" else Path(path)
         self._embedder = embedder
         self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
         self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
         self.log_store = EventLog(path, synchronous=sync)
+        self.backend = self.log_store.backend  # adapters.backend: SQLite or PostgreSQL, chosen from `path`
         try:
-            self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
+            self.projection_db = self.backend.connect_projections("OFF" if sync.upper() == "OFF" else "NORMAL")
             self.projections = {name: cls(self.projection_db, self.log_store)
                                 for name, cls in PROJECTIONS.items()}
         except BaseException:
@@ -91,6 +92,8 @@ class Store:
     def close(self) -> None:
         if self._owned_embedder is not None:
             self._owned_embedder.cache.close()
+        if self._vectors is not None:
+            self._vectors.projection.close()
         self.projection_db.close()
         self.log_store.close()
 
@@ -239,11 +242,12 @@ class Store:
     @property
     def embedder(self) -> Embedder:
         """What search embeds with: the injected embedder, else the offline ONNX model behind a text
-        cache in the store file (built on first use; the model itself loads on its first text)."""
+        cache in the store file, or in the local cache folder of a PostgreSQL store (built on first use;
+        the model itself loads on its first text)."""
         if self._embedder is None:
             from adapters.default_embedder import default_embedder
 
-            self._embedder = self._owned_embedder = default_embedder(self.path)
+            self._embedder = self._owned_embedder = default_embedder(self.backend.embedding_cache_path())
         return self._embedder
 
     def vector_search(self) -> VectorSearch:
@@ -254,8 +258,7 @@ class Store:
         if self._vectors is None:  # faiss and numpy load here, not when the CLI starts
             from adapters.vector_search import VectorSearch
 
-            p = self.path
-            cache = None if p is None else p.with_name(f"{p.name}.vec-{self.vector_index}")
+            cache = self.backend.cache_path(f"vec-{self.vector_index}")
             self._vectors = VectorSearch(self.log_store, self.embedder, self.vector_index, cache, self.progress)
         return self._vectors
 

@@ -1,18 +1,18 @@
-"""The event store: an ``eventsourcing`` Application over the P-Mem SQLite log.
+"""The event store: an ``eventsourcing`` Application over the P-Mem log (SQLite or PostgreSQL).
 
 The write path is lean but goes through the domain: operations are decided on ``MemoryCell``
 aggregates, encoded with the orjson codec and inserted with one ``executemany`` per batch, all
-cells of a batch in one transaction. A version conflict (another writer got there first) reloads
-the cells and decides again, so no operation is ever lost; a resent ``op_id`` appends nothing.
+cells of a batch in one transaction. The recorder is :class:`adapters.sqlite_log.PmemRecorder` or
+:class:`adapters.pg_log.PmemPgRecorder`, as :mod:`adapters.backend` chooses from the store's name.
+A version conflict (another writer got there first) reloads the cells and decides again, so no
+operation is ever lost; a resent ``op_id`` appends nothing.
 """
 
 from __future__ import annotations
 
 import gc
 import random
-import sqlite3
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +23,8 @@ import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
+from adapters.backend import open_backend
 from adapters.codec import OrjsonMapper, decode_event
-from adapters.sqlite_log import PmemRecorder
 from domain.cell import CellEvent, MemoryCell, NotApplied
 from domain.decide import execute
 from domain.errors import ConflictRetriesExhausted, StoreUnavailable
@@ -38,31 +38,24 @@ READ_BATCH = 5_000
 
 
 class EventLog(Application[UUID]):
-    """The P-Mem log. ``path`` is a SQLite file, or ``":memory:"`` for a private in-memory database."""
+    """The P-Mem log. ``path`` is a SQLite file, ``":memory:"`` for a private in-memory database, or a
+    ``postgresql://`` URL (see :mod:`adapters.backend`)."""
 
     name = "pmem"
 
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", max_retries: int = 100) -> None:
-        db = str(path)
-        if db == ":memory:":
-            db = f"file:pmem-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        else:
-            parent = Path(db).expanduser().resolve().parent
-            if not parent.is_dir():
-                raise StoreUnavailable(f"cannot open store {db}: directory {parent} does not exist")
-        self.db = db
+        self.backend = open_backend(path)
+        self.db = self.backend.label
+        self._errors = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
-        try:
-            super().__init__(env={
-                "PERSISTENCE_MODULE": "adapters.sqlite_log:Factory",
-                "SQLITE_DBNAME": db,
-                "PMEM_SYNCHRONOUS": synchronous,
-            })
-        except (PersistenceError, sqlite3.Error, OSError) as e:
-            raise StoreUnavailable(f"cannot open store {path}: {e}") from e
+        with self.backend.setting_up():
+            try:
+                super().__init__(env=self.backend.log_env(synchronous))
+            except (*self._errors, OSError) as e:
+                raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
 
-    recorder: PmemRecorder
+    recorder: Any  # adapters.sqlite_log.PmemRecorder or adapters.pg_log.PmemPgRecorder
     mapper: OrjsonMapper
 
     def construct_mapper(self) -> OrjsonMapper:
@@ -91,9 +84,9 @@ class EventLog(Application[UUID]):
             except IntegrityError:
                 self._cells.clear()  # someone else wrote these cells: reload and decide again
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
-            except (PersistenceError, sqlite3.Error) as e:
+            except self._errors as e:
                 self._cells.clear()
-                raise StoreUnavailable(f"cannot write to store {self.db}: {e}") from e
+                raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
             except BaseException:
                 self._cells.clear()
                 raise
@@ -210,8 +203,12 @@ class EventLog(Application[UUID]):
     def _read(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
-        except (PersistenceError, sqlite3.Error) as e:
-            raise StoreUnavailable(f"cannot read store {self.db}: {e}") from e
+        except self._errors as e:
+            raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _as_duplicate(r: Receipt) -> Receipt:

@@ -1,4 +1,4 @@
-"""The graph projection stored in SQLite (``graph_facts``), next to the log and the frontier tables.
+"""The graph projection (``graph_facts``), next to the log and the frontier tables (SQLite or PostgreSQL).
 
 Same pattern as :mod:`adapters.sqlite_projection`: each batch of events is applied in one
 transaction that also moves this projection's row in ``pmem_tracking``, so rows and position never
@@ -15,8 +15,8 @@ from typing import Any
 from uuid import UUID
 
 from adapters.progress import Progress, silent
+from adapters.projection_db import ProjectionDb, create_table
 from adapters.tracked_projection import TRACKING, TrackedProjection
-from domain.errors import StoreUnavailable
 from projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from projections.replay import IndexedEvent, fold
 
@@ -30,7 +30,7 @@ class GraphProjection(TrackedProjection):
     name = NAME
     version = SCHEMA_VERSION
 
-    def __init__(self, conn: sqlite3.Connection, log: Any, *, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Any, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, GraphProjector(), batch_size=batch_size)
 
     def create_tables(self) -> None:
@@ -42,17 +42,11 @@ class GraphProjection(TrackedProjection):
             self._create()
 
     def _has_table(self) -> bool:
-        names = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
-        return {TABLE, TRACKING} <= names
+        return {TABLE, TRACKING} <= self.conn.names()
 
     def _create(self) -> None:
-        import sqlite_utils
-
-        db = sqlite_utils.Database(self.conn, execute_plugins=False)
-        db.table(TRACKING).create({"name": str, "position": int, "version": int}, pk="name",
-                                  not_null={"position", "version"}, if_not_exists=True)
-        db.table(TABLE).create(COLUMNS, pk=PK, not_null=[c for c in COLUMNS if c not in ("node_type", "closed_at")],
-                               if_not_exists=True)
+        self._create_tracking()
+        self.conn.execute(create_table(self.conn, TABLE, COLUMNS, PK, nullable=set(COLUMNS) - set(PK)))
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
                           "WHERE closed_at IS NULL")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
@@ -80,14 +74,11 @@ class GraphProjection(TrackedProjection):
                 self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
                 for index, event in events:
                     self.projector.apply(index, event)
-                marks = ", ".join("?" * len(COLUMNS))
-                self.conn.executemany(f"INSERT OR REPLACE INTO {TABLE} VALUES ({marks})", self.projector.flush())
+                self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), self.projector.flush())
                 self._move_position(stop)
-        except BaseException as e:
+        except BaseException:
             self.projector.forget()
             self._cached_at = -1
-            if isinstance(e, sqlite3.Error):
-                raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
             raise
         self._cached_at = stop
         return len(events)

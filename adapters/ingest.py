@@ -131,7 +131,8 @@ def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSe
     from adapters.soft_keys import KeyIdentity
     from domain.extraction.key_identity import same_key
 
-    embedder = CachedEmbedder(OnnxEmbedder(), SqliteEmbeddingCache(path))
+    cache_file = store.backend.embedding_cache_path()  # the store file, or a PostgreSQL store's local cache
+    embedder = CachedEmbedder(OnnxEmbedder(), SqliteEmbeddingCache(path if cache_file is None else cache_file))
     judge = LlmKeyJudge(llm) if llm is not None else same_key
     return KeyIdentity(store, embedder, threshold=threshold, judge=judge).load()
 

@@ -9,9 +9,9 @@ sees one committed position even while another process is catching the projectio
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from uuid import UUID
 
 from projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, clip, summarize
@@ -22,8 +22,8 @@ _VALID_STATUS = "s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n)"
 class ProjectionReader:
     """The read side the Store uses: the same methods as ``ReplayReader``, answered from tables."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn  # an adapters.projection_db.ProjectionDb
 
     def timeline(self, cid: UUID, as_of: int | None = None) -> ProjectedCell | None:
         """One cell as of ``as_of`` (None when it had no event by then, as for the fold)."""
@@ -79,8 +79,5 @@ class ProjectionReader:
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
-        self.conn.execute("BEGIN")
-        try:
+        with self.conn.snapshot():
             yield
-        finally:
-            self.conn.execute("COMMIT")

@@ -1,6 +1,7 @@
-"""The frontier-and-history projection stored in SQLite, next to the log in the same file.
+"""The frontier-and-history projection, stored next to the log (the same SQLite file, or the same
+PostgreSQL schema: the SQL is shared, see :mod:`adapters.projection_db`).
 
-SQLite gives ``eventsourcing`` no push subscription, so :class:`FrontierProjection` polls the log:
+:class:`FrontierProjection` polls the log (SQLite gives ``eventsourcing`` no push subscription):
 each batch of up to ``batch_size`` events (1,000 by default) is applied in one transaction that
 also moves the projection's tracking row (``pmem_tracking``: name -> last event index applied).
 A crash or an error inside a batch rolls back the rows and the position together, so the next
@@ -18,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from adapters.progress import Progress, silent
+from adapters.projection_db import ProjectionDb, create_table
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
@@ -60,14 +62,13 @@ class FrontierProjection(TrackedProjection):
     name = NAME
     version = SCHEMA_VERSION
 
-    def __init__(self, conn: sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
         """Create the tables and indexes that are missing, and drop and recreate them when they were
-        written by another schema version (the next catch-up replays them). sqlite-utils is imported
-        only when something must be created: the CLI opens an existing store without paying for it."""
+        written by another schema version (the next catch-up replays them)."""
         if self._has_tables() and self.stored_version() in (None, self.version):
             return
         with self._transaction():  # under the write lock: processes opening a new store at once wait
@@ -80,20 +81,13 @@ class FrontierProjection(TrackedProjection):
 
     def _has_tables(self) -> bool:
         wanted = {TRACKING, *TABLES, "cells_namespace_key", "version_status_open", "intervals_open"}
-        return wanted <= {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        return wanted <= self.conn.names()
 
     def _create_tables(self) -> None:
-        import sqlite_utils
-
-        db = sqlite_utils.Database(self.conn, execute_plugins=False)
-        db.table(TRACKING).create({"name": str, "position": int, "version": int}, pk="name",
-                                  not_null={"position", "version"}, if_not_exists=True)
+        self._create_tracking()
         for table, (columns, pk) in TABLES.items():
-            nullable = NULLABLE.get(table, set())
-            db.table(table).create(columns, pk=pk, not_null=[c for c in columns if c not in nullable],
-                                   if_not_exists=True)
-        db.table("cells").create_index(["namespace", "key"], "cells_namespace_key", unique=True,
-                                       if_not_exists=True)
+            self.conn.execute(create_table(self.conn, table, columns, pk, NULLABLE.get(table, ())))
+        self.conn.execute("CREATE UNIQUE INDEX IF NOT EXISTS cells_namespace_key ON cells(namespace, key)")
         self.conn.execute("CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
                           "WHERE to_index IS NULL")
         self.conn.execute("CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "
@@ -135,11 +129,9 @@ class FrontierProjection(TrackedProjection):
                     self.projector.apply(index, event)
                 self.write(self.projector.flush())
                 self._move_position(stop)
-        except BaseException as e:
+        except BaseException:
             self.projector.forget()
             self._cached_at = -1
-            if isinstance(e, sqlite3.Error):
-                raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
             raise
         self._cached_at = stop
         return len(events)
@@ -150,11 +142,9 @@ class FrontierProjection(TrackedProjection):
             if rows:
                 self.conn.executemany(self.upsert_statement(table), rows.values())
 
-    @staticmethod
-    def upsert_statement(table: str) -> str:
-        columns = list(TABLES[table][0])
-        return (f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) "
-                f"VALUES ({', '.join('?' * len(columns))})")
+    def upsert_statement(self, table: str) -> str:
+        columns, pk = TABLES[table]
+        return self.conn.upsert(table, list(columns), pk)
 
     def _seed(self, ids: list[str]) -> None:
         """Load the stored state of these cells into the projector (new cells have none)."""

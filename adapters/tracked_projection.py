@@ -1,4 +1,5 @@
-"""What every positioned SQLite projection shares (STYLE habit 4).
+"""What every positioned projection shares (STYLE habit 4), on SQLite or PostgreSQL
+(:mod:`adapters.projection_db`).
 
 A projection keeps one row in ``pmem_tracking``: its name, the index of the last event it applied and
 the schema version of its rows. The position moves in the same transaction as the rows, so a crash or
@@ -14,27 +15,30 @@ from contextlib import contextmanager
 from typing import Any
 
 from adapters.progress import Progress, silent
+from adapters.projection_db import ProjectionDb, as_db
 from domain.errors import StoreUnavailable
 from projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
+WRITE_LOCK = "projections"
 
 
 class TrackedProjection:
-    """Base of the SQLite projections: position, schema version, catch-up in batches, transactions."""
+    """Base of the projections: position, schema version, catch-up in batches, transactions."""
 
     name: str
     version: int
 
-    def __init__(self, conn: sqlite3.Connection, log: Any, projector: Any, *, batch_size: int) -> None:
-        self.conn = conn
+    def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Any, projector: Any, *,
+                 batch_size: int) -> None:
+        self.conn = as_db(conn)
         self.log = log  # adapters.eventlog.EventLog: indexed_events(start, stop) and last_index()
         self.batch_size = batch_size
         self.projector = projector
         self._cached_at = 0  # the position the projector's cached cells correspond to
         try:
             self.create_tables()
-        except sqlite3.Error as e:
+        except self.conn.errors as e:
             raise StoreUnavailable(f"cannot set up projection {self.name}: {e}") from e
 
     def create_tables(self) -> None:
@@ -77,22 +81,23 @@ class TrackedProjection:
         raise NotImplementedError
 
     def _move_position(self, stop: int) -> None:
-        self.conn.execute(f"INSERT OR REPLACE INTO {TRACKING} (name, position, version) VALUES (?, ?, ?)",
+        self.conn.execute(self.conn.upsert(TRACKING, ("name", "position", "version"), ("name",)),
                           (self.name, stop, self.version))
+
+    def _create_tracking(self) -> None:
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
+                          f"position {self.conn.int_type} NOT NULL, version {self.conn.int_type} NOT NULL)")
 
     def _forget_position(self) -> None:
         self.conn.execute(f"DELETE FROM {TRACKING} WHERE name=?", (self.name,))
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One write transaction, taken with the write lock up front."""
+        """One write transaction, taken with the write lock up front (on PostgreSQL: one advisory lock
+        for every projection of the schema, as SQLite has one writer per file: a rebuild's DROP then
+        never meets another process's batch half-way). Driver errors become :class:`StoreUnavailable`."""
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
+            with self.conn.write(WRITE_LOCK):
+                yield
+        except self.conn.errors as e:
             raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")

@@ -1,4 +1,4 @@
-"""The vector projection's tables, kept in the store's own SQLite file next to the log.
+"""The vector projection's tables, kept next to the log (the store's SQLite file or PostgreSQL schema).
 
     pmem_vec_position  (name, position)         the event index the tables reflect
     pmem_vec_versions  (vector_id, cell, vid, namespace, key, text)   one row per version ever created
@@ -13,33 +13,36 @@ with an interval ``opened_at <= N < closed_at``.
 
 from __future__ import annotations
 
-import sqlite3
+import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import PersistenceError
-
 from adapters.eventlog import EventLog
 from adapters.progress import Progress, silent
+from adapters.projection_db import ProjectionDb, as_db
+from adapters.tracked_projection import WRITE_LOCK
 from domain.errors import StoreUnavailable
 from projections.replay import Timeline, fold
 from projections.vectors import NewVector, VectorFold
 
 NAME = "vectors"
 CHUNK = 20_000  # events folded per step of a catch-up
-SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS pmem_vec_position (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS pmem_vec_versions (vector_id INTEGER PRIMARY KEY, cell TEXT NOT NULL, "
-    "vid INTEGER NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, "
-    "UNIQUE (cell, vid))",
-    "CREATE TABLE IF NOT EXISTS pmem_vec_intervals (vector_id INTEGER NOT NULL, namespace TEXT NOT NULL, "
-    "opened_at INTEGER NOT NULL, closed_at INTEGER)",
-    "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_vector ON pmem_vec_intervals (vector_id)",
-    "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_time ON pmem_vec_intervals (namespace, opened_at)",
-)
+
+
+def schema(int_type: str) -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_position (name TEXT PRIMARY KEY, position {int_type} NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_versions (vector_id {int_type} PRIMARY KEY, cell TEXT NOT NULL, "
+        f"vid {int_type} NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, "
+        "UNIQUE (cell, vid))",
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_intervals (vector_id {int_type} NOT NULL, namespace TEXT NOT NULL, "
+        f"opened_at {int_type} NOT NULL, closed_at {int_type})",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_vector ON pmem_vec_intervals (vector_id)",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_time ON pmem_vec_intervals (namespace, opened_at)",
+    )
 
 
 class _Moved(Exception):
@@ -57,43 +60,49 @@ class Eligible:
 
 
 class VectorProjection:
-    """Positioned tables of versions and open intervals over one :class:`EventLog`."""
+    """Positioned tables of versions and open intervals over one :class:`EventLog`, in ``db`` (by
+    default a connection of its own to the log's database)."""
 
-    def __init__(self, log: EventLog, chunk: int = CHUNK) -> None:
+    def __init__(self, log: EventLog, chunk: int = CHUNK, db: ProjectionDb | None = None) -> None:
         self.log = log
         self.chunk = chunk  # events folded and committed per transaction
         self.applied = 0  # events this object folded and committed (not those another process did)
-        with self._tx(commit=True) as c:
-            for stmt in SCHEMA:
+        self._owned = db is None
+        self.db = log.backend.connect_projections() if db is None else as_db(db)
+        self._lock = threading.RLock()  # one connection: one transaction at a time across threads
+        with self._tx(write=True) as c:
+            for stmt in schema(self.db.int_type):
                 c.execute(stmt)
+
+    def close(self) -> None:
+        if self._owned:
+            self.db.close()
 
     # -- reading -------------------------------------------------------------
     def position(self) -> int:
-        with self._tx(commit=False) as c:
+        with self._tx() as c:
             return _position(c)
 
     def count(self) -> int:
         """Vectors so far; ids are ``0 .. count-1``."""
-        with self._tx(commit=False) as c:
-            c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM pmem_vec_versions")
-            return int(c.fetchone()[0])
+        with self._tx() as c:
+            return int(c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM pmem_vec_versions").fetchone()[0])
 
     def texts(self, start: int, stop: int) -> list[str]:
         """Texts of vectors ``start <= id < stop``, by id."""
-        with self._tx(commit=False) as c:
-            c.execute("SELECT text FROM pmem_vec_versions WHERE vector_id>=? AND vector_id<? "
-                      "ORDER BY vector_id", (start, stop))
-            return [r[0] for r in c.fetchall()]
+        with self._tx() as c:
+            return [r[0] for r in c.execute("SELECT text FROM pmem_vec_versions WHERE vector_id>=? AND "
+                                            "vector_id<? ORDER BY vector_id", (start, stop)).fetchall()]
 
     def eligible(self, namespace: str, as_of: int) -> list[Eligible]:
         """Versions of the namespace open at event index ``as_of`` (caught up to at least it), by id."""
-        with self._tx(commit=False) as c:
-            c.execute(
+        with self._tx() as c:
+            rows = c.execute(
                 "SELECT i.vector_id, v.cell, v.key, v.vid FROM pmem_vec_intervals i "
                 "JOIN pmem_vec_versions v ON v.vector_id = i.vector_id "
                 "WHERE i.namespace=? AND i.opened_at<=? AND (i.closed_at IS NULL OR i.closed_at>?) "
-                "ORDER BY i.vector_id", (namespace, as_of, as_of))
-            return [Eligible(*row) for row in c.fetchall()]
+                "ORDER BY i.vector_id", (namespace, as_of, as_of)).fetchall()
+            return [Eligible(*row) for row in rows]
 
     # -- catching up ---------------------------------------------------------
     def catch_up(self, progress: Progress = silent, target: int | None = None) -> int:
@@ -118,7 +127,7 @@ class VectorProjection:
 
     def reset(self) -> None:
         """Forget everything: the next catch-up replays the log from index 1."""
-        with self._tx(commit=True) as c:
+        with self._tx(write=True) as c:
             for table in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals"):
                 c.execute(f"DELETE FROM {table}")
 
@@ -129,16 +138,16 @@ class VectorProjection:
         touched = list({e.originator_id for _, e in events})
         missing = [cid for cid in touched if cid not in timelines]
         timelines.update(fold(ev for evs in self.log.cell_events(missing, upto=start).values() for ev in evs))
-        with self._tx(commit=False) as c:
-            c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM pmem_vec_versions")
-            f = VectorFold(timelines, int(c.fetchone()[0]))
+        with self._tx() as c:
+            f = VectorFold(timelines, int(c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM "
+                                                    "pmem_vec_versions").fetchone()[0]))
             ids = self._vector_ids(c, touched)
         f.apply_all(events)
         for n in f.new:
             ids[(n.cell.hex, n.vid)] = n.vector_id
-        with self._tx(commit=True) as c:
-            # Take the write lock first, then check nobody moved the position meanwhile.
-            c.execute("INSERT OR IGNORE INTO pmem_vec_position VALUES (?, 0)", (NAME,))
+        with self._tx(write=True) as c:
+            # Under the write lock, check nobody moved the position meanwhile.
+            c.execute("INSERT INTO pmem_vec_position VALUES (?, 0) ON CONFLICT DO NOTHING", (NAME,))
             if _position(c) != start:
                 raise _Moved
             c.executemany("INSERT INTO pmem_vec_versions VALUES (?,?,?,?,?,?)", _version_rows(f.new))
@@ -158,27 +167,34 @@ class VectorProjection:
         hexes = [cid.hex for cid in cells]
         for i in range(0, len(hexes), 500):
             chunk = hexes[i:i + 500]
-            c.execute(f"SELECT cell, vid, vector_id FROM pmem_vec_versions WHERE cell IN "
-                      f"({','.join('?' * len(chunk))})", chunk)
-            out.update({(cell, vid): vector_id for cell, vid, vector_id in c.fetchall()})
+            rows = c.execute(f"SELECT cell, vid, vector_id FROM pmem_vec_versions WHERE cell IN "
+                             f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            out.update({(cell, vid): vector_id for cell, vid, vector_id in rows})
         return out
 
-    def _tx(self, *, commit: bool) -> AbstractContextManager[Any]:
-        return _transaction(self.log, commit)
+    @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[ProjectionDb]:
+        """One transaction (a write under the projections' write lock, else a consistent read);
+        driver errors become :class:`StoreUnavailable`."""
+        with self._lock:
+            try:
+                with self.db.write(WRITE_LOCK) if write else self.db.snapshot():
+                    yield self.db
+            except self.db.errors as e:
+                raise StoreUnavailable(f"cannot use the vector tables in {self.log.db}: {e}") from e
 
 
-def stored_position(conn: sqlite3.Connection) -> int:
-    """The position the tables in this file record, without creating them (0 when they are missing):
-    ``pmem stats`` reports it and must not write."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='pmem_vec_position'").fetchone() is None:
+def stored_position(conn: ProjectionDb) -> int:
+    """The position the tables in this database record, without creating them (0 when they are
+    missing): ``pmem stats`` reports it and must not write."""
+    if "pmem_vec_position" not in conn.names():
         return 0
     row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
     return 0 if row is None else int(row[0])
 
 
 def _position(c: Any) -> int:
-    c.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,))
-    row = c.fetchone()
+    row = c.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
     return 0 if row is None else int(row[0])
 
 
@@ -186,12 +202,3 @@ def _version_rows(new: list[NewVector]) -> Iterator[tuple[int, str, int, str, st
     for n in new:
         yield n.vector_id, n.cell.hex, n.vid, n.namespace, n.key, n.text
 
-
-@contextmanager
-def _transaction(log: EventLog, commit: bool) -> Iterator[Any]:
-    """A transaction on the log's own connection pool; library errors become :class:`StoreUnavailable`."""
-    try:
-        with log.recorder.datastore.transaction(commit=commit) as c:
-            yield c
-    except (PersistenceError, sqlite3.Error) as e:
-        raise StoreUnavailable(f"cannot use the vector tables in {log.db}: {e}") from e

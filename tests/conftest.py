@@ -1,10 +1,22 @@
-"""Shared fixtures: real stores on SQLite files in temporary directories."""
+"""Shared fixtures: real stores on SQLite files in temporary directories, and on PostgreSQL.
+
+``db`` is a store name on each backend in turn (the contract suite): a SQLite file in ``tmp_path``,
+or a fresh schema on the server named by ``PMEM_TEST_PG`` (``scripts/test.sh`` starts a throwaway
+cluster and sets it). Without ``PMEM_TEST_PG`` the PostgreSQL cases FAIL, so CI cannot pass without
+them; a developer without PostgreSQL skips them explicitly with ``PMEM_TEST_SKIP_PG=1``.
+``db_path`` is a SQLite file: tests that take it are SQLite-only (file PRAGMAs, WAL, cache files
+next to the store) and say why.
+"""
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,14 +25,85 @@ import pmem
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 PMEM_BIN = str(Path(sys.executable).parent / "pmem")
+PG_URL = os.environ.get("PMEM_TEST_PG", "")
+SKIP_PG = os.environ.get("PMEM_TEST_SKIP_PG", "") == "1"
+
+
+class Backend:
+    """Fresh, isolated stores on one backend for one test; the PostgreSQL schemas are dropped after."""
+
+    def __init__(self, name: str, tmp_path: Path) -> None:
+        self.name, self.tmp_path = name, tmp_path
+        self.schemas: list[str] = []
+        self._examples = 0
+
+    def within(self, pg_examples: int) -> bool:
+        """For Hypothesis tests: False once a PostgreSQL run has used ``pg_examples`` examples (each opens
+        stores over the network, ~10x slower than a SQLite file); the rest of the examples then pass
+        at once. SQLite runs every example."""
+        self._examples += 1
+        return self.name == "sqlite" or self._examples <= pg_examples
+
+    def new_url(self, stem: str = "mem") -> str:
+        """The name of a new, empty store."""
+        if self.name == "sqlite":
+            return str(self.tmp_path / f"{stem}-{uuid.uuid4().hex[:8]}.db")
+        schema = f"t_{uuid.uuid4().hex[:16]}"
+        self.schemas.append(schema)
+        return f"{PG_URL}?schema={schema}"
+
+    def fresh_projection_db(self) -> Any:
+        """A separate, empty database for a projection built from scratch (the same interface the store uses)."""
+        if self.name == "sqlite":
+            return sqlite3.connect(":memory:", isolation_level=None)
+        from adapters.backend import PgBackend
+
+        backend = PgBackend.from_url(self.new_url())
+        with backend.setting_up():
+            pass
+        return backend.connect_projections()
+
+    def drop(self) -> None:
+        if not self.schemas:
+            return
+        import psycopg
+
+        from adapters.backend import PgBackend
+
+        with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
+            for schema in self.schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    if request.param == "postgres":
+        if SKIP_PG:
+            pytest.skip("PostgreSQL cases skipped on request (PMEM_TEST_SKIP_PG=1)")
+        if not PG_URL:
+            pytest.fail("PMEM_TEST_PG is not set: run scripts/test.sh (it starts a throwaway PostgreSQL), "
+                        "or set PMEM_TEST_SKIP_PG=1 to skip the PostgreSQL cases")
+        monkeypatch.setenv("PMEM_CACHE_DIR", str(tmp_path / "pmem-cache"))  # FAISS/embedding caches
+    b = Backend(request.param, tmp_path)
+    try:
+        yield b
+    finally:
+        b.drop()
+
+
+@pytest.fixture
+def db(backend: Backend) -> str:
+    """A new store's name on each backend: a SQLite file, or a PostgreSQL URL with a fresh schema."""
+    return backend.new_url()
 
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
+    """A SQLite file (SQLite-only tests)."""
     return tmp_path / "mem.db"
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[pmem.Store]:
-    with pmem.open(db_path) as s:
+def store(db: str) -> Iterator[pmem.Store]:
+    with pmem.open(db) as s:
         yield s

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import PMEM_BIN
 
 
-def pmem(db: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+def pmem(db: str | Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([PMEM_BIN, "--db", str(db), *args], input=stdin, capture_output=True, env=env)
 
@@ -21,7 +21,7 @@ def lines(out: bytes) -> list[dict[str, Any]]:
     return [json.loads(x) for x in out.decode().splitlines() if x.strip()]
 
 
-def ok(db: Path, *args: str, stdin: bytes | None = None) -> list[dict[str, Any]]:
+def ok(db: str | Path, *args: str, stdin: bytes | None = None) -> list[dict[str, Any]]:
     r = pmem(db, *args, stdin=stdin)
     assert r.returncode == 0, r.stderr
     assert r.stderr == b""
@@ -37,68 +37,68 @@ def error(r: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     return obj
 
 
-def test_single_operations_print_one_receipt(db_path: Path) -> None:
-    (r,) = ok(db_path, "accept", "5K PB", "27:12", "--source", "coach", "--trust", "70", "--op-id", "m1")
+def test_single_operations_print_one_receipt(db: str) -> None:
+    (r,) = ok(db, "accept", "5K PB", "27:12", "--source", "coach", "--trust", "70", "--op-id", "m1")
     assert r == {"event_index": 1, "key": "5k_pb", "op": "accept", "applied": True,
                  "head": {"value": "27:12", "status": "active"}, "namespace": "default",
                  "requested": "accept", "op_id": "m1"}
-    (r,) = ok(db_path, "accept", "5K PB", "25:50", "--trust", "10")
+    (r,) = ok(db, "accept", "5K PB", "25:50", "--trust", "10")
     assert r["op"] == "contest" and r["applied"] and "trust 10" in r["reason"]
-    (r,) = ok(db_path, "resolve", "5k pb", "25:50", "--trust", "90")
+    (r,) = ok(db, "resolve", "5k pb", "25:50", "--trust", "90")
     assert r["head"] == {"value": "25:50", "status": "active"}
-    (r,) = ok(db_path, "revoke", "5k pb", "--trust", "90")
+    (r,) = ok(db, "revoke", "5k pb", "--trust", "90")
     assert r["applied"] and r["head"] is None  # the winner had no predecessor: the cell is empty
-    (r,) = ok(db_path, "support", "5k pb")
+    (r,) = ok(db, "support", "5k pb")
     assert r == {**r, "op": "noop", "applied": False, "reason": "support target not open"}
 
 
-def test_get_frontier_history_and_log(db_path: Path) -> None:
-    ok(db_path, "accept", "budget", "$30k", "--source", "email")
-    ok(db_path, "accept", "budget", "$50k")
-    ok(db_path, "contest", "room", "A")  # noop: no incumbent
-    ok(db_path, "accept", "room", "A")
-    ok(db_path, "contest", "room", "B", "--source", "mail")
-    ok(db_path, "reject", "budget")
-    (cell,) = ok(db_path, "get", "budget", "--disclose", "history,support")
+def test_get_frontier_history_and_log(db: str) -> None:
+    ok(db, "accept", "budget", "$30k", "--source", "email")
+    ok(db, "accept", "budget", "$50k")
+    ok(db, "contest", "room", "A")  # noop: no incumbent
+    ok(db, "accept", "room", "A")
+    ok(db, "contest", "room", "B", "--source", "mail")
+    ok(db, "reject", "budget")
+    (cell,) = ok(db, "get", "budget", "--disclose", "history,support")
     assert cell["value"] == "$30k" and cell["status"] == "active" and cell["alternatives"] == []
     assert cell["history"] == [{"value": "$50k", "status": "contradicted", "closed_at": 6, "opened_at": 2}]
     assert cell["support"] == {"count": 0, "trust": 50, "sources": ["email"]}
-    assert ok(db_path, "get", "budget", "--as-of", "2")[0]["value"] == "$50k"
-    assert ok(db_path, "get", "unknown")[0] == {"key": "unknown", "value": None, "status": "empty",
+    assert ok(db, "get", "budget", "--as-of", "2")[0]["value"] == "$50k"
+    assert ok(db, "get", "unknown")[0] == {"key": "unknown", "value": None, "status": "empty",
                                               "alternatives": [], "namespace": "default"}
-    front = ok(db_path, "frontier")
+    front = ok(db, "frontier")
     assert [(c["key"], c["value"], c["status"], c["alternatives"]) for c in front] == [
         ("budget", "$30k", "active", []), ("room", "A", "contested", ["B"])]
-    assert [c["key"] for c in ok(db_path, "frontier", "--as-of", "3")] == ["budget"]
-    (hist,) = ok(db_path, "history", "budget")
+    assert [c["key"] for c in ok(db, "frontier", "--as-of", "3")] == ["budget"]
+    (hist,) = ok(db, "history", "budget")
     assert [(v["value"], v["status"], v["supersedes"], v["opened_at"], v["closed_at"]) for v in hist["versions"]] == [
         ("$30k", "active", None, 1, None), ("$50k", "contradicted", 0, 2, 6)]
     assert hist["versions"][0]["intervals"] == [[1, 2], [6, None]]
-    log = ok(db_path, "log")
+    log = ok(db, "log")
     assert [(e["event_index"], e["key"], e["op"], e["value"]) for e in log] == [
         (1, "budget", "accept", "$30k"), (2, "budget", "accept", "$50k"), (3, "room", "noop", "A"),
         (4, "room", "accept", "A"), (5, "room", "contest", "B"), (6, "budget", "reject", None)]
     assert log[2]["reason"] == "contest needs an incumbent" and log[2]["applied"] is False
-    assert [e["event_index"] for e in ok(db_path, "log", "--after", "2", "--limit", "2")] == [3, 4]
+    assert [e["event_index"] for e in ok(db, "log", "--after", "2", "--limit", "2")] == [3, 4]
 
 
-def test_apply_prints_one_receipt_per_line_in_order(db_path: Path) -> None:
+def test_apply_prints_one_receipt_per_line_in_order(db: str) -> None:
     batch = b"\n".join(json.dumps(d).encode() for d in [
         {"op": "accept", "key": "a", "value": "1"},
         {"op": "revise", "key": "a", "new_value": "2", "old_value": "1"},
         {"op": "revise", "key": "a", "new_value": "3", "old_value": "1"},
         {"op": "reject", "key": "a", "value": "9", "source": "s", "trust": 50, "text": "no, 9"},
     ]) + b"\n\n"
-    rs = ok(db_path, "apply", "-", stdin=batch)
+    rs = ok(db, "apply", "-", stdin=batch)
     assert [(r["event_index"], r["op"], r["applied"]) for r in rs] == [
         (1, "accept", True), (2, "accept", True), (3, "noop", False), (4, "reject", True)]
     assert rs[2]["reason"] == "stale old_value: head is '2'"
 
 
-def test_apply_reads_a_file(db_path: Path, tmp_path: Path) -> None:
+def test_apply_reads_a_file(db: str, tmp_path: Path) -> None:
     f = tmp_path / "ops.jsonl"
     f.write_text('{"op": "accept", "key": "k", "value": "v"}\n')
-    assert ok(db_path, "apply", str(f))[0]["event_index"] == 1
+    assert ok(db, "apply", str(f))[0]["event_index"] == 1
 
 
 BAD_LINES = [
@@ -124,30 +124,30 @@ BAD_LINES = [
 
 @pytest.mark.parametrize(("bad", "message"), BAD_LINES, ids=[m for _, m in BAD_LINES])
 def test_a_bad_line_rejects_the_whole_batch_naming_the_line_and_writes_nothing(
-        db_path: Path, bad: bytes, message: str) -> None:
+        db: str, bad: bytes, message: str) -> None:
     good = b'{"op": "accept", "key": "good", "value": "v"}'
-    r = pmem(db_path, "apply", "-", stdin=good + b"\n" + good + b"\n" + bad + b"\n" + good + b"\n")
+    r = pmem(db, "apply", "-", stdin=good + b"\n" + good + b"\n" + bad + b"\n" + good + b"\n")
     err = error(r)
     assert err["error"] == "invalid batch" and err["detail"].startswith("line 3: ")
     assert message.split(" missing")[0] in err["detail"]
     assert r.returncode == 2
-    assert not db_path.exists() or ok(db_path, "log") == []
+    assert ok(db, "log") == []  # nothing was written (the store may not even exist yet)
 
 
-def test_a_value_of_exactly_64_kib_is_accepted(db_path: Path) -> None:
+def test_a_value_of_exactly_64_kib_is_accepted(db: str) -> None:
     value = "x" * (64 * 1024)
-    assert ok(db_path, "accept", "k", value)[0]["head"]["value"] == value
+    assert ok(db, "accept", "k", value)[0]["head"]["value"] == value
 
 
-def test_usage_errors_are_json_too(db_path: Path) -> None:
+def test_usage_errors_are_json_too(db: str) -> None:
     for args in (("frobnicate",), ("get",), ("accept", "k"), ("get", "k", "--as-of", "x"),
                  ("get", "k", "--as-of", "-1"), ("get", "k", "--disclose", "everything"), ()):
-        err = error(pmem(db_path, *args))
+        err = error(pmem(db, *args))
         assert err["detail"], args
 
 
-def test_missing_file_is_a_clear_error(db_path: Path, tmp_path: Path) -> None:
-    err = error(pmem(db_path, "apply", str(tmp_path / "missing.jsonl")))
+def test_missing_file_is_a_clear_error(db: str, tmp_path: Path) -> None:
+    err = error(pmem(db, "apply", str(tmp_path / "missing.jsonl")))
     assert "missing.jsonl" in err["detail"]
 
 

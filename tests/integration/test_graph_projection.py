@@ -1,12 +1,12 @@
-"""The graph projection on real SQLite files: positioned by event index, rebuildable, readable as_of."""
+"""The graph projection on real SQLite files and PostgreSQL: positioned by event index, rebuildable, readable as_of."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
+from typing import Any
 
 import pmem
 from adapters.graph_projection import TABLE, GraphProjection
+from tests.conftest import Backend
 from tests.integration.test_projection import NAMESPACES, write_log
 
 
@@ -19,12 +19,12 @@ def heads_of(store: pmem.Store, ns: str, as_of: int | None) -> set[tuple[str, st
     return {(c.key, str(c.value), c.status) for c in store.frontier(as_of=as_of, namespace=ns)}
 
 
-def rows(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+def rows(conn: Any) -> list[tuple[object, ...]]:
     return conn.execute(f"SELECT * FROM {TABLE} ORDER BY cell_id, opened_at").fetchall()
 
 
-def test_the_graph_as_of_every_event_index_holds_exactly_the_heads_of_that_moment(db_path: Path) -> None:
-    with pmem.open(db_path) as store:
+def test_the_graph_as_of_every_event_index_holds_exactly_the_heads_of_that_moment(db: str) -> None:
+    with pmem.open(db) as store:
         write_log(store, 150, seed=3)
         last = store.last_index()
         for n in range(0, last + 1, 7):
@@ -32,14 +32,14 @@ def test_the_graph_as_of_every_event_index_holds_exactly_the_heads_of_that_momen
                 assert facts_of(store, ns, n) == heads_of(store, ns, n), (n, ns)
 
 
-def test_catching_up_in_small_batches_equals_a_rebuild_and_a_fresh_projection(db_path: Path) -> None:
-    with pmem.open(db_path) as store:
+def test_catching_up_in_small_batches_equals_a_rebuild_and_a_fresh_projection(backend: Backend, db: str) -> None:
+    with pmem.open(db) as store:
         store.projections["graph"].batch_size = 13
         for seed in range(3):
             write_log(store, 60, seed=seed)
             store.graph()  # each read catches up the new events only
         live = rows(store.projection_db)
-        fresh = GraphProjection(sqlite3.connect(":memory:", isolation_level=None), store.log_store)
+        fresh = GraphProjection(backend.fresh_projection_db(), store.log_store)
         fresh.catch_up()
         assert rows(fresh.conn) == live
         assert store.rebuild("graph")["events"] == store.last_index()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pmem
 
 
@@ -34,16 +32,16 @@ def test_a_resend_inside_one_batch_is_recorded_once(store: pmem.Store) -> None:
     assert store.get("x").value == "3"
 
 
-def test_op_ids_are_scoped_by_namespace(db_path: Path) -> None:
-    with pmem.open(db_path, namespace="alice") as alice, pmem.open(db_path, namespace="bob") as bob:
+def test_op_ids_are_scoped_by_namespace(db: str) -> None:
+    with pmem.open(db, namespace="alice") as alice, pmem.open(db, namespace="bob") as bob:
         alice.accept("city", "Paris", op_id="m1")
         r = bob.accept("city", "Rome", op_id="m1")
         assert not r.duplicate and bob.get("city").value == "Rome" and alice.get("city").value == "Paris"
 
 
-def test_op_ids_survive_reopening_the_store(db_path: Path) -> None:
-    with pmem.open(db_path) as s:
+def test_op_ids_survive_reopening_the_store(db: str) -> None:
+    with pmem.open(db) as s:
         s.accept("k", "v", op_id="once")
-    with pmem.open(db_path) as s:
+    with pmem.open(db) as s:
         assert s.accept("k", "w", op_id="once").duplicate
         assert s.last_index() == 1

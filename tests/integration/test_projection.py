@@ -1,28 +1,25 @@
 """The frontier projection (SPEC §4): rebuilt from the log it equals the incrementally maintained
 one, its ``as_of`` reads equal the replay reader's, and an interrupted catch-up resumes without
-applying any event twice or skipping one. Real SQLite files, no mocks."""
+applying any event twice or skipping one. Real SQLite files and PostgreSQL schemas, no mocks."""
 
 from __future__ import annotations
 
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pmem
 from adapters.sqlite_projection import TRACKING, FrontierProjection
 from projections.frontier import TABLES, Changes
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Backend
 
 NAMESPACES = ("default", "work")
 KEYS = ("k1", "k2", "k3")
@@ -51,15 +48,15 @@ def as_op(step: Step) -> dict[str, Any]:
     return d
 
 
-def dump(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
+def dump(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every projection table, row by row, in primary-key order."""
     return {table: conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(pk)}").fetchall()
             for table, (_, pk) in TABLES.items()}
 
 
-def fresh(store: pmem.Store, upto: int | None = None) -> FrontierProjection:
-    """A projection built from index 1 into a fresh, separate database."""
-    p = FrontierProjection(sqlite3.connect(":memory:", isolation_level=None), store.log_store)
+def fresh(backend: Backend, store: pmem.Store, upto: int | None = None) -> FrontierProjection:
+    """A projection built from index 1 into a fresh, separate database on the same backend."""
+    p = FrontierProjection(backend.fresh_projection_db(), store.log_store)
     p.catch_up(upto)
     return p
 
@@ -73,59 +70,60 @@ def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[in
         store.get("k1", namespace="work")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=4),
        batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]))
 @example(steps=[("default", "k1", "accept", "a", 50, None), ("default", "k1", "contest", "b", 50, None),
                 ("default", "k1", "contest", "c", 50, None), ("default", "k1", "resolve", "b", 50, None),
                 ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0)
 def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
-        steps: list[Step], cuts: list[int], batch_size: int, cache: int) -> None:
+        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int) -> None:
     """Each batch is applied and read by a newly opened store (as by a new process), so catching up
     resumes from the stored rows; ``cache`` bounds the cells the projector keeps between batches."""
+    if not backend.within(pg_examples=30):
+        return
     ops = [as_op(s) for s in steps]
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "mem.db"
-        for lo, hi in pairwise(bounds):
-            with pmem.open(path) as store:
-                store.frontier_projection.batch_size = batch_size
-                store.frontier_projection.projector.max_cached_cells = cache
-                apply_in_batches(store, ops[lo:hi], [(hi - lo) // 2])
+    path = backend.new_url()
+    for lo, hi in pairwise(bounds):
         with pmem.open(path) as store:
-            store.catch_up()
-            live = dump(store.projection_db)
-            assert store.frontier_projection.position() == len(ops)
-            assert dump(fresh(store).conn) == live  # a fresh projection in a separate database
-            rebuilt = store.rebuild("frontier")
-            assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
-            assert dump(store.projection_db) == live  # and one rebuilt in place
+            store.frontier_projection.batch_size = batch_size
+            store.frontier_projection.projector.max_cached_cells = cache
+            apply_in_batches(store, ops[lo:hi], [(hi - lo) // 2])
+    with pmem.open(path) as store:
+        store.catch_up()
+        live = dump(store.projection_db)
+        assert store.frontier_projection.position() == len(ops)
+        assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
+        rebuilt = store.rebuild("frontier")
+        assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
+        assert dump(store.projection_db) == live  # and one rebuilt in place
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=50), cuts=st.lists(st.integers(0, 50), max_size=3),
        data=st.data())
 def test_as_of_reads_from_the_projection_equal_the_replay_readers(
-        steps: list[Step], cuts: list[int], data: st.DataObject) -> None:
+        backend: Backend, steps: list[Step], cuts: list[int], data: st.DataObject) -> None:
     ops = [as_op(s) for s in steps]
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "mem.db"
-        with pmem.open(path) as store, pmem.open(path, reader="replay") as replay:
-            apply_in_batches(store, ops, cuts)
-            points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1,
-                                        max_size=6))
-            for n in points:
-                for ns in NAMESPACES:
-                    for disclose in ((), DISCLOSE):
-                        got = store.frontier(as_of=n, namespace=ns, disclose=disclose)
-                        assert got == replay.frontier(as_of=n, namespace=ns, disclose=disclose), (n, ns)
-                    for key in KEYS:
-                        got_cell = store.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
-                        assert got_cell == replay.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
-                        assert got_cell.to_dict() == replay.get(key, as_of=n, namespace=ns,
-                                                                disclose=DISCLOSE).to_dict()
-                        assert store.history(key, as_of=n, namespace=ns) == replay.history(
-                            key, as_of=n, namespace=ns), (n, ns, key)
+    points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1, max_size=6))
+    if not backend.within(pg_examples=20):  # after every draw: Hypothesis needs the same draws each run
+        return
+    path = backend.new_url()
+    with pmem.open(path) as store, pmem.open(path, reader="replay") as replay:
+        apply_in_batches(store, ops, cuts)
+        for n in points:
+            for ns in NAMESPACES:
+                for disclose in ((), DISCLOSE):
+                    got = store.frontier(as_of=n, namespace=ns, disclose=disclose)
+                    assert got == replay.frontier(as_of=n, namespace=ns, disclose=disclose), (n, ns)
+                for key in KEYS:
+                    got_cell = store.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
+                    assert got_cell == replay.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
+                    assert got_cell.to_dict() == replay.get(key, as_of=n, namespace=ns,
+                                                            disclose=DISCLOSE).to_dict()
+                    assert store.history(key, as_of=n, namespace=ns) == replay.history(
+                        key, as_of=n, namespace=ns), (n, ns, key)
 
 
 def test_a_reopened_version_has_one_interval_row_per_opening_and_a_status_row_per_change(
@@ -170,8 +168,8 @@ def write_log(store: pmem.Store, n: int, seed: int) -> None:
 
 
 def test_an_error_inside_a_batch_rolls_back_its_rows_with_the_position_and_the_next_catch_up_resumes(
-        db_path: Path) -> None:
-    with pmem.open(db_path) as store:
+        backend: Backend, db: str) -> None:
+    with pmem.open(db) as store:
         write_log(store, 200, seed=5)
         failing = FailsInsideABatch(store.projection_db, store.log_store, batch_size=30)
         try:
@@ -180,18 +178,18 @@ def test_an_error_inside_a_batch_rolls_back_its_rows_with_the_position_and_the_n
         except RuntimeError:
             pass
         assert failing.position() == 60  # two batches committed, the third rolled back entirely
-        assert dump(store.projection_db) == dump(fresh(store, 60).conn)
+        assert dump(store.projection_db) == dump(fresh(backend, store, 60).conn)
         assert failing.catch_up() == 140  # the same object resumes: its cache was dropped
-        assert dump(store.projection_db) == dump(fresh(store).conn)
+        assert dump(store.projection_db) == dump(fresh(backend, store).conn)
 
 
-def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(db_path: Path) -> None:
-    with pmem.open(db_path) as store:
+def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(db: str) -> None:
+    with pmem.open(db) as store:
         write_log(store, 50, seed=1)
         store.catch_up()
         want = dump(store.projection_db)
         store.projection_db.execute(f"UPDATE {TRACKING} SET version = version - 1")
-    with pmem.open(db_path) as store:
+    with pmem.open(db) as store:
         assert store.frontier_projection.position() == 0
         assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 50}
         store.frontier()
@@ -209,11 +207,11 @@ print("done", flush=True)
 
 
 def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
-        tmp_path: Path) -> None:
+        backend: Backend) -> None:
     events = 3000
     seen = []
     for trial in range(4):
-        path = tmp_path / f"kill{trial}.db"
+        path = backend.new_url(f"kill{trial}")
         with pmem.open(path) as store:
             write_log(store, events, seed=trial)
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), "5"], stdout=subprocess.PIPE,
@@ -226,9 +224,9 @@ def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skip
             position = store.frontier_projection.position()
             seen.append(position)
             assert position % 5 == 0  # only whole batches were committed
-            assert dump(store.projection_db) == dump(fresh(store, position).conn)
+            assert dump(store.projection_db) == dump(fresh(backend, store, position).conn)
             assert store.catch_up()["frontier"] == events - position
-            assert dump(store.projection_db) == dump(fresh(store).conn)
+            assert dump(store.projection_db) == dump(fresh(backend, store).conn)
             tracking = store.projection_db.execute(f"SELECT * FROM {TRACKING} WHERE name='frontier'").fetchall()
             assert tracking == [("frontier", events, FrontierProjection.version)]
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
@@ -245,19 +243,19 @@ print("done", flush=True)
 """
 
 
-def vector_tables(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+def vector_tables(conn: Any) -> list[list[tuple[Any, ...]]]:
     return [sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
             for t in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals")]
 
 
 def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
-        tmp_path: Path) -> None:
+        backend: Backend) -> None:
     from adapters.vector_projection import VectorProjection
     from projections.vectors import open_versions
 
     events, seen = 2000, []
     for trial in range(3):
-        path = tmp_path / f"vkill{trial}.db"
+        path = backend.new_url(f"vkill{trial}")
         with pmem.open(path) as store:
             write_log(store, events, seed=trial)
         child = subprocess.Popen([sys.executable, "-c", VECTOR_CHILD, str(path), "5"], stdout=subprocess.PIPE,
@@ -281,12 +279,13 @@ def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_
             projection.reset()
             assert projection.catch_up() == events
             assert vector_tables(store.projection_db) == resumed  # equal to a replay from index 1
+            projection.close()
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
 
 
 def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_once(
-        tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+        backend: Backend) -> None:
+    path = backend.new_url("shared")
     with pmem.open(path) as store:
         write_log(store, 2000, seed=9)
     children = [subprocess.Popen([sys.executable, "-c", CHILD, str(path), "3"], stdout=subprocess.PIPE,
@@ -296,7 +295,7 @@ def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_on
         assert child.returncode == 0 and out == b"ready\ndone\n"
     with pmem.open(path) as store:
         assert store.frontier_projection.position() == 2000
-        assert dump(store.projection_db) == dump(fresh(store).conn)
+        assert dump(store.projection_db) == dump(fresh(backend, store).conn)
 
 
 OPEN_AT = """
@@ -308,13 +307,13 @@ with pmem.open(sys.argv[1]) as store:
 """
 
 
-def test_processes_opening_a_store_at_once_all_set_up_its_projection(tmp_path: Path) -> None:
+def test_processes_opening_a_store_at_once_all_set_up_its_projection(backend: Backend) -> None:
     """Each creates the tables under the write lock (a deferred transaction that read the schema
     could not upgrade to a write and would fail at once instead of waiting)."""
     from adapters.eventlog import EventLog
 
     for trial in range(3):
-        path = tmp_path / f"open{trial}.db"
+        path = backend.new_url(f"open{trial}")
         log = EventLog(path)  # the log exists (and is in WAL mode); its projection does not yet
         log.close()
         start = time.time() + 1.0
@@ -326,11 +325,11 @@ def test_processes_opening_a_store_at_once_all_set_up_its_projection(tmp_path: P
             assert (child.returncode, out, err) == (0, b"None\n", b"")
 
 
-def test_threads_sharing_one_store_read_while_another_writes(db_path: Path) -> None:
+def test_threads_sharing_one_store_read_while_another_writes(backend: Backend, db: str) -> None:
     import threading
 
     errors: list[BaseException] = []
-    with pmem.open(db_path) as store:
+    with pmem.open(db) as store:
         def read() -> None:
             try:
                 for _ in range(100):
@@ -347,4 +346,4 @@ def test_threads_sharing_one_store_read_while_another_writes(db_path: Path) -> N
             t.join()
         assert errors == []
         store.catch_up()
-        assert dump(store.projection_db) == dump(fresh(store).conn)
+        assert dump(store.projection_db) == dump(fresh(backend, store).conn)

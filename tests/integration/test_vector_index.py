@@ -180,29 +180,29 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
 
 # -- the cache file ------------------------------------------------------------------------------------
 def test_a_deleted_index_file_is_rebuilt_on_the_next_search_with_identical_results(
-        runner_store: pmem.Store, db_path: Path) -> None:
+        runner_store: pmem.Store, db: str) -> None:
     before = [r.to_dict() for r in runner_store.search("home city paris budget")]
-    path = cache_file(db_path)
+    path = runner_store.backend.cache_path("vec-flat")
     assert path.exists()
     path.unlink()
     assert [r.to_dict() for r in runner_store.search("home city paris budget")] == before
     assert path.exists()  # the open store writes it again
     path.unlink()
-    with pmem.open(db_path) as fresh:
+    with pmem.open(db) as fresh:
         assert [r.to_dict() for r in fresh.search("home city paris budget")] == before
     assert path.exists()
 
 
 def test_a_truncated_or_foreign_index_file_is_replaced_not_trusted(runner_store: pmem.Store,
-                                                                   db_path: Path) -> None:
+                                                                   db: str) -> None:
     before = [r.to_dict() for r in runner_store.search("5k pb")]
-    path = cache_file(db_path)
+    path = runner_store.backend.cache_path("vec-flat")
     path.write_bytes(path.read_bytes()[:-7])
-    with pmem.open(db_path) as fresh:
+    with pmem.open(db) as fresh:
         assert [r.to_dict() for r in fresh.search("5k pb")] == before
     assert FaissIndex.load(path) is not None
     path.write_bytes(b"not an index")
-    with pmem.open(db_path) as fresh:
+    with pmem.open(db) as fresh:
         assert [r.to_dict() for r in fresh.search("5k pb")] == before
 
 

@@ -1,0 +1,101 @@
+"""The database the projections write to, as one small interface over SQLite and PostgreSQL.
+
+The projections' SQL is shared: it is written once with ``?`` and ``:name`` placeholders and the
+common subset of both dialects (``ON CONFLICT``, partial indexes, ``IF NOT EXISTS``). What differs
+lives here and in :mod:`adapters.pg_db`:
+
+- ``write(lock)``: one write transaction. SQLite takes its single write lock up front
+  (``BEGIN IMMEDIATE``); PostgreSQL takes a transaction-scoped advisory lock named ``lock``, so two
+  processes catching up the same projection serialise exactly as they do on one SQLite file.
+- ``snapshot()``: one read transaction that sees one committed state.
+- ``upsert``, ``create_table`` and ``names``: the statements and catalog query of each dialect.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+Params = Sequence[Any] | Mapping[str, Any]
+
+
+class ProjectionDb(Protocol):
+    """What a projection needs from its database."""
+
+    errors: tuple[type[BaseException], ...]  # the driver's errors, translated by the callers
+    int_type: str
+
+    def execute(self, sql: str, params: Params = ()) -> Any: ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
+
+    def write(self, lock: str) -> Any: ...
+
+    def snapshot(self) -> Any: ...
+
+    def names(self) -> set[str]: ...
+
+    def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str: ...
+
+    def close(self) -> None: ...
+
+
+def create_table(db: ProjectionDb, table: str, columns: Mapping[str, type], pk: Sequence[str],
+                 nullable: Iterable[str] = ()) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` in ``db``'s dialect (int columns are 64-bit on both)."""
+    optional = set(nullable)
+    cols = ", ".join(f"{c} {db.int_type if t is int else 'TEXT'}{'' if c in optional else ' NOT NULL'}"
+                     for c, t in columns.items())
+    return f"CREATE TABLE IF NOT EXISTS {table} ({cols}, PRIMARY KEY ({', '.join(pk)}))"
+
+
+class SqliteDb:
+    """A SQLite connection in autocommit mode (transactions are explicit)."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+    int_type = "INTEGER"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        return self.raw.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        return self.raw.executemany(sql, rows)
+
+    @contextmanager
+    def write(self, lock: str) -> Iterator[None]:
+        """One write transaction with the file's write lock taken up front (``lock`` is not needed:
+        SQLite has one writer at a time)."""
+        self.raw.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.raw.execute("ROLLBACK")
+            raise
+        self.raw.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        self.raw.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.raw.execute("COMMIT")
+
+    def names(self) -> set[str]:
+        return {r[0] for r in self.raw.execute("SELECT name FROM sqlite_master")}
+
+    def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str:
+        return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def as_db(conn: ProjectionDb | sqlite3.Connection) -> ProjectionDb:
+    """A bare ``sqlite3`` connection (as tests pass one for a private in-memory projection) is wrapped."""
+    return SqliteDb(conn) if isinstance(conn, sqlite3.Connection) else conn
