@@ -77,6 +77,12 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                         help="no progress bars (they are drawn only when stderr is a terminal)")
+    common.add_argument("--embedder", default=argparse.SUPPRESS, metavar="onnx|hashing|litellm:MODEL",
+                        help="what search, read and soft keys embed with (default: $PMEM_EMBEDDER or onnx, the "
+                             "offline model); litellm:MODEL asks an OpenAI-compatible server, key from "
+                             "$PMEM_EMBED_KEY")
+    common.add_argument("--embedder-base", dest="embedder_base", default=argparse.SUPPRESS, metavar="URL",
+                        help="the litellm embedder's server, e.g. http://127.0.0.1:8000/v1 (default: $PMEM_EMBED_BASE)")
     p = _Parser(prog="pmem", parents=[common],
                 description="P-Mem: an event-sourced memory that keeps what it displaced.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -202,7 +208,7 @@ def run(argv: Sequence[str]) -> int:
         ops = read_batch(data, ns)  # validated before the store is even opened
     from adapters.api import Store
 
-    with Store(db, namespace=ns, progress=_progress(args)) as store:
+    with Store(db, namespace=ns, progress=_progress(args), **_embedder(args)) as store:
         if ops is not None:
             _emit_lines(r.to_dict() for r in store.apply(ops))
         elif args.command in SINGLE_OPS or args.command == "revise":
@@ -260,12 +266,17 @@ def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
 
     records = list(read_records(data, fmt))
     progress = _progress(args)
-    with Store(db, namespace=ns, progress=progress) as store:
-        identity = make_identity(store, db, args.soft_keys, args.extractor, llm, args.key_threshold)
+    with Store(db, namespace=ns, progress=progress, **_embedder(args)) as store:
+        identity = make_identity(store, args.soft_keys, args.extractor, llm, args.key_threshold)
         ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
         for receipt in ingestor.run(tracked(records, len(records), "ingest", progress)):
             _emit(receipt)
     return 0
+
+
+def _embedder(args: argparse.Namespace) -> dict[str, Any]:
+    """The store's embedder settings from ``--embedder`` / ``--embedder-base`` (else the environment)."""
+    return {"embedder": getattr(args, "embedder", None), "embedder_base": getattr(args, "embedder_base", None)}
 
 
 def _progress(args: argparse.Namespace) -> Any:

@@ -113,7 +113,7 @@ def make_annotator(name: str, llm: LlmSettings | None = None) -> Annotator:
     raise InvalidOperation(f"unknown annotator {name!r} (expected rule or llm)", field="annotator")
 
 
-def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSettings | None,
+def make_identity(store: Store, mode: str, extractor: str, llm: LlmSettings | None,
                   threshold: float) -> KeyIdentity | None:
     """Soft key identity for an ingest, or None. ``auto`` turns it on for the llm extractor only: template
     keys are canonical by construction (the extractor names every relation itself)."""
@@ -123,15 +123,13 @@ def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSe
         raise InvalidOperation(f"--key-threshold must be in (0, 1], got {threshold}", field="key-threshold")
     if mode == "off" or (mode == "auto" and extractor != "llm"):
         return None
-    from adapters.embedding_cache import CachedEmbedder, SqliteEmbeddingCache
     from adapters.llm_extractor import LlmKeyJudge
-    from adapters.onnx_embedder import OnnxEmbedder
     from adapters.soft_keys import KeyIdentity
     from domain.extraction.key_identity import same_key
 
-    embedder = CachedEmbedder(OnnxEmbedder(), SqliteEmbeddingCache(path))
     judge = LlmKeyJudge(llm) if llm is not None else same_key
-    return KeyIdentity(store, embedder, threshold=threshold, judge=judge).load()
+    # The store's embedder (onnx by default), behind the text cache in the store file.
+    return KeyIdentity(store, store.embedder, threshold=threshold, judge=judge).load()
 
 
 def read_records(data: bytes, fmt: str) -> Iterator[Record]:

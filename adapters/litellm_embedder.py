@@ -81,8 +81,8 @@ class LitellmEmbedder:
 
     @property
     def dim(self) -> int:
-        """The dimension, from the first response (embeds a probe text if nothing was embedded yet)."""
-        if not self._dim_seen:
+        """The configured dimension, else the first response's (embeds a probe text if none came yet)."""
+        if self._dim is None:
             self.embed([PROBE_TEXT])
         assert self._dim is not None
         return self._dim
