@@ -47,7 +47,8 @@ class LitellmEmbedderSettings:
         if not isinstance(self.model, str) or not self.model.strip():
             raise EmbedderUnavailable("litellm embedder: no model given (e.g. litellm:openai/Qwen3-Embedding-0.6B)")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise EmbedderUnavailable(f"litellm embedder: batch size must be a positive integer, got {self.batch_size!r}")
+            raise EmbedderUnavailable("litellm embedder: batch size must be a positive integer, "
+                                      f"got {self.batch_size!r}")
         if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1):
             raise EmbedderUnavailable(f"litellm embedder: dim must be a positive integer, got {self.dim!r}")
 

@@ -164,7 +164,7 @@ def test_a_dimension_that_changes_between_answers_is_a_bad_response() -> None:
 
 
 def test_a_dimension_other_than_the_configured_one_is_a_bad_response() -> None:
-    with embedding_server(DIM) as s, pytest.raises(EmbedderBadResponse, match=f"expected 384 \\(the configured"):
+    with embedding_server(DIM) as s, pytest.raises(EmbedderBadResponse, match="expected 384 \\(the configured"):
         litellm_embedder(s.base, dim=384).embed(["hello"])
 
 
