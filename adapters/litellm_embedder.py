@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from domain.errors import EmbedderBadResponse, EmbedderUnavailable
+from domain.errors import EmbedderBadResponse, EmbedderUnavailable, InvalidOperation
 
 PROBE_TEXT = "dimension probe"
 KEY_ENV = "PMEM_EMBED_KEY"
@@ -45,12 +45,12 @@ class LitellmEmbedderSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
-            raise EmbedderUnavailable("litellm embedder: no model given (e.g. litellm:openai/Qwen3-Embedding-0.6B)")
+            raise InvalidOperation("litellm embedder: no model given (e.g. openai/Qwen3-Embedding-0.6B)", field="model")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise EmbedderUnavailable("litellm embedder: batch size must be a positive integer, "
-                                      f"got {self.batch_size!r}")
+            raise InvalidOperation("litellm embedder: batch size must be a positive integer, "
+                                   f"got {self.batch_size!r}", field="batch_size")
         if self.dim is not None and (isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1):
-            raise EmbedderUnavailable(f"litellm embedder: dim must be a positive integer, got {self.dim!r}")
+            raise InvalidOperation(f"litellm embedder: dim must be a positive integer, got {self.dim!r}", field="dim")
 
     @property
     def litellm_model(self) -> str:
