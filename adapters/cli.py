@@ -140,7 +140,8 @@ def _build_parser() -> argparse.ArgumentParser:
     se.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")
 
     ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
-    ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
+    ing.add_argument("file", metavar="FILE|-",
+                     help="records: text lines, JSON lines or a LoCoMo JSON file, or - for standard input")
     ing.add_argument("--extractor", default="template", help="template (default) or llm")
     ing.add_argument("--model", help="litellm model string for --extractor llm / --annotator llm "
                                      "(default: env PMEM_LLM_MODEL), e.g. openai/qwen")
@@ -152,8 +153,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="cosine at which a registered key is a merge candidate (default 0.72)")
     um = sub.add_parser("unmerge", parents=[common], help="undo a soft-key merge: KEY goes to its own cell from now on")
     um.add_argument("key")
-    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
-                     help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
+    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl", "locomo"),
+                     help="lines, jsonl or locomo (LoCoMo conversations: one record per dialogue turn); "
+                          "default: jsonl for *.jsonl files, else lines")
 
     graph_cli.add_commands(sub, common)
     rd = sub.add_parser("read", parents=[common], help="the context an agent receives for QUESTION (SPEC §6)")
@@ -256,15 +258,18 @@ def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
     from adapters.ingest import Ingestor, llm_settings, make_annotator, make_extractor, make_identity, read_records
 
     llm = llm_settings(args.model, args.api_base)
-    extractor = make_extractor(args.extractor, llm)  # before the store exists: a bad choice creates nothing
-    annotator = make_annotator(args.annotator, llm)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
+    extractor = make_extractor(args.extractor, llm, fmt)  # before the store exists: a bad choice creates nothing
+    annotator = make_annotator(args.annotator, llm)
     data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)
     from adapters.api import Store
     from adapters.progress import tracked
 
-    records = list(read_records(data, fmt))
+    try:
+        records = list(read_records(data, fmt))  # a whole-file format (locomo) is checked here, before the store
+    except InvalidOperation as e:
+        raise InvalidOperation(f"{args.file}: {e}", field=e.field) from None
     progress = _progress(args)
     with Store(db, namespace=ns, progress=progress, **_embedder(args)) as store:
         identity = make_identity(store, args.soft_keys, args.extractor, llm, args.key_threshold)
