@@ -110,7 +110,8 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
 class DialogueTemplateExtractor:
-    """Dialogue turns -> facts: the personal statement form (form 2) on each sentence, nothing else."""
+    """Dialogue turns -> facts: the personal statement form (form 2) on each sentence that is not a
+    question (a final ``!`` is dropped like a full stop), nothing else."""
 
     name = "template"
 
@@ -124,7 +125,9 @@ class DialogueTemplateExtractor:
         facts: list[Fact] = []
         problems: list[str] = []
         for part in _SENTENCE_BREAK.split(text.strip()):
-            found = self._forms._statement(_sentence(part), record, text)
+            if part.endswith("?"):  # a question asserts nothing
+                continue
+            found = self._forms._statement(_sentence(part.rstrip("!").rstrip()), record, text)
             if found is not None:
                 facts.extend(found.facts)
                 problems.extend([found.reason] if found.reason else [])
