@@ -65,7 +65,8 @@ class LitellmEmbedderSettings:
 
 
 class LitellmEmbedder:
-    """The ``Embedder`` port over ``litellm.embedding``. ``calls`` counts requests, ``texts`` texts sent."""
+    """The ``Embedder`` port over ``litellm.embedding``. ``calls`` counts answered requests, ``texts`` the
+    texts they carried (tests read them to see batching and caching)."""
 
     def __init__(self, settings: LitellmEmbedderSettings) -> None:
         self.settings = settings
