@@ -195,6 +195,18 @@ class EventLog(Application[UUID]):
                 return
             start = rows[-1][0] + 1
 
+    def rows_by_cell(self, stop: int, page: int = READ_BATCH * 4) -> Iterator[tuple[int, str, int, str, bytes]]:
+        """Every stored row ``(event index, cell id hex, cell revision, topic, state)`` with index
+        ``<= stop``, cell by cell, each cell's in revision order (read in pages; the rows up to a
+        committed index never change, so the pages agree with each other)."""
+        after: tuple[str, int] = ("", 0)
+        while True:
+            rows = self._read(self.recorder.select_rows_by_cell, after, stop, page)
+            yield from rows
+            if len(rows) < page:
+                return
+            after = (rows[-1][1], rows[-1][2])
+
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))
 

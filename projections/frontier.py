@@ -23,7 +23,7 @@ from domain.cell import CellEvent, Revoked, Supported
 from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
 
 NAME = "frontier"
-SCHEMA_VERSION = 1  # bump when the tables or their meaning change: stored projections are then rebuilt
+SCHEMA_VERSION = 2  # 2: WITHOUT ROWID tables. bump when the tables or their meaning change: stored projections are then rebuilt
 Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
