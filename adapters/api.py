@@ -21,11 +21,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from adapters.eventlog import EventLog
 from adapters.progress import Progress, silent
 from adapters.projection_reader import ProjectionReader
 from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, connect, timed
-from adapters.vector_projection import stored_position
+from adapters.stored_log import LazyLog, event_dict, has_log
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
@@ -35,11 +34,13 @@ from projections.graph import EntityGraph, prerequisite_key
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
 from projections.reading import ReadResult
 from projections.replay import ReplayReader, Timeline, empty_view, fold
-from projections.vectors import SearchResult
 
 if TYPE_CHECKING:
+    from adapters.eventlog import EventLog
     from adapters.vector_search import VectorSearch
+    from projections.vectors import SearchResult
 
+LOG_PAGE = 5_000  # rows per read of ``Store.log``
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
 DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
@@ -52,7 +53,9 @@ class Store:
 
     Reads are served by the frontier projection (``reader="projection"``, the default), caught up
     to the end of the log before each read; ``reader="replay"`` folds the log instead (the
-    reference the projection is tested against).
+    reference the projection is tested against). On an existing file the event log itself (and
+    ``eventsourcing`` with it) opens only when something needs events: a write, a catch-up of new
+    events, a search (see :mod:`adapters.stored_log`).
     """
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
@@ -73,13 +76,26 @@ class Store:
         self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
         self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
-        self.log_store = EventLog(path, synchronous=sync)
+        self._sync = sync
+        self._log: EventLog | None = None
+        self._log_lock = threading.Lock()
+        if self.path is None or not self.path.is_file():
+            self._open_log()  # a new store: the EventLog creates the file and its tables
         try:
-            self.projection_db = connect(self.log_store.db, "OFF" if sync.upper() == "OFF" else "NORMAL")
-            self.projections = {name: cls(self.projection_db, self.log_store)
+            self.projection_db = connect(str(path) if self._log is None else self._log.db,
+                                         "OFF" if sync.upper() == "OFF" else "NORMAL")
+            if self._log is None and not has_log(self.projection_db):
+                self._open_log()
+            # A file store reads the log's head with plain SQL on the same file; a memory store's
+            # projections live in a separate database, so they go through the EventLog.
+            self._events: LazyLog | EventLog = (
+                LazyLog(self.projection_db, lambda: self.log_store) if self.path is not None
+                else self.log_store)
+            self.projections = {name: cls(self.projection_db, self._events)
                                 for name, cls in PROJECTIONS.items()}
         except BaseException:
-            self.log_store.close()
+            if self._log is not None:
+                self._log.close()
             raise
         self.frontier_projection: FrontierProjection = self.projections["frontier"]
         self._lock = threading.RLock()  # one projection connection: one catch-up or read at a time
@@ -88,11 +104,25 @@ class Store:
             else ReplayReader(self.log_store))
 
     # -- lifecycle -----------------------------------------------------------
+    @property
+    def log_store(self) -> EventLog:
+        """The event log (``eventsourcing``), opened on first use."""
+        return self._log or self._open_log()
+
+    def _open_log(self) -> EventLog:
+        with self._log_lock:
+            if self._log is None:
+                from adapters.eventlog import EventLog
+
+                self._log = EventLog(":memory:" if self.path is None else self.path, synchronous=self._sync)
+            return self._log
+
     def close(self) -> None:
         if self._owned_embedder is not None:
             self._owned_embedder.cache.close()
         self.projection_db.close()
-        self.log_store.close()
+        if self._log is not None:
+            self._log.close()
 
     def __enter__(self) -> Store:
         return self
@@ -188,17 +218,27 @@ class Store:
         """Events after index ``after`` (at most ``limit``), as plain dicts."""
         ns = namespace or self.namespace
         out: list[dict[str, Any]] = []
-        for index, e in self.log_store.indexed_events(after + 1, as_of):
-            if e.namespace != ns:
-                continue
-            out.append(event_dict(index, e))
-            if limit is not None and len(out) >= limit:
-                break
-        return out
+        start = after + 1
+        while True:
+            rows = self._log_rows(start, as_of, LOG_PAGE)
+            for row in rows:
+                d = event_dict(row)
+                if d["namespace"] == ns:
+                    out.append(d)
+                    if limit is not None and len(out) >= limit:
+                        return out
+            if len(rows) < LOG_PAGE:
+                return out
+            start = rows[-1][0] + 1
+
+    def _log_rows(self, start: int, stop: int | None, limit: int) -> list[Any]:
+        if isinstance(self._events, LazyLog):
+            return self._events.rows(start, stop, limit)
+        return self.log_store._read(self.log_store.recorder.select_rows, start, stop, limit)  # type: ignore[no-any-return]
 
     def last_index(self) -> int:
         """The index of the newest event in the whole log (0 when empty)."""
-        return self.log_store.last_index()
+        return self._events.last_index()
 
     # -- search (SPEC §6) ----------------------------------------------------
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
@@ -211,6 +251,8 @@ class Store:
             raise InvalidOperation(f"k must be a positive integer, got {k!r}", field="k")
         if as_of is not None and as_of < 0:
             raise InvalidOperation(f"as_of must be a non-negative event index, got {as_of}", field="as_of")
+        from projections.vectors import SearchResult
+
         ns = namespace or self.namespace
         n, hits = self._vector_search().search(query, k, as_of, ns)
         out = []
@@ -304,7 +346,7 @@ class Store:
     def stats(self) -> dict[str, Any]:
         """Counts over the whole store (every namespace), without catching anything up: ``cells``
         and ``versions`` are what the frontier projection holds, ``lag`` how far it is behind."""
-        last = self.log_store.last_index()
+        last = self._events.last_index()
         conn = self.projection_db
         with self._lock:
             return {
@@ -312,7 +354,7 @@ class Store:
                 "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
                 "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
                 "projections": {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
-                                VECTORS: _position_and_lag(stored_position(conn), last)},
+                                VECTORS: _position_and_lag(_vector_position(conn), last)},
             }
 
 
@@ -320,15 +362,13 @@ def _position_and_lag(position: int, last: int) -> dict[str, int]:
     return {"position": position, "lag": max(last - position, 0)}
 
 
-def event_dict(index: int, e: Any) -> dict[str, Any]:
-    d = {"event_index": index, "key": e.key, "op": e.OP, "value": getattr(e, "value", None),
-         "applied": e.applied}
-    for name, v in vars(e).items():
-        if name in ("originator_id", "originator_version", "timestamp", "value") or v is None:
-            continue
-        d[name] = v
-    d["recorded_at"] = e.timestamp.isoformat()
-    return d
+def _vector_position(conn: Any) -> int:
+    """``adapters.vector_projection.stored_position`` without importing that module (it imports
+    eventsourcing, which ``pmem stats`` does not need); a test checks the two agree."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name='pmem_vec_position'").fetchone() is None:
+        return 0
+    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (VECTORS,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _disclosures(disclose: Iterable[str]) -> frozenset[str]:

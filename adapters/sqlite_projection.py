@@ -6,8 +6,9 @@ also moves the projection's tracking row (``pmem_tracking``: name -> last event 
 A crash or an error inside a batch rolls back the rows and the position together, so the next
 catch-up resumes exactly where the last committed batch ended: no event is applied twice or
 skipped. The batch re-reads the position under the write lock, so two processes catching up the
-same file never apply the same batch twice either. :meth:`rebuild` drops the tables and replays
-the log from index 1. Reads go through :class:`adapters.projection_reader.ProjectionReader`.
+same file never apply the same batch twice either. :meth:`rebuild` replays the log from index 1
+into shadow tables by a faster path (one cell at a time, final rows only) and swaps them in.
+Reads go through :class:`adapters.projection_reader.ProjectionReader`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,9 @@ import sqlite3
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import groupby
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.progress import Progress, silent
 from adapters.tracked_projection import TRACKING, TrackedProjection
@@ -27,6 +27,9 @@ from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 from projections.replay import IndexedEvent
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 BATCH_SIZE = 1_000
 REBUILD_CHUNK = 50_000  # events whose final rows a rebuild writes per transaction
@@ -153,6 +156,8 @@ class FrontierProjection(TrackedProjection):
     def _fill_shadow(self, target: int, bar: Any) -> int:
         """Fold the log into the shadow tables. One writer thread inserts a chunk while this thread
         folds the next (``sqlite3`` releases the GIL while SQLite works); at most two chunks wait."""
+        from concurrent.futures import ThreadPoolExecutor  # it imports logging: not at CLI start-up
+
         folded = 0
         pending: deque[Future[int]] = deque()
         with ThreadPoolExecutor(1, thread_name_prefix="pmem-rebuild") as writer:
