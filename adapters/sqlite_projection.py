@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from adapters.progress import Progress, silent
 from adapters.tracked_projection import TRACKING, TrackedProjection
@@ -27,9 +26,6 @@ from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
 from projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 from projections.replay import IndexedEvent
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 BATCH_SIZE = 1_000
 REBUILD_CHUNK = 50_000  # events whose final rows a rebuild writes per transaction
@@ -77,6 +73,7 @@ class FrontierProjection(TrackedProjection):
 
     name = NAME
     version = SCHEMA_VERSION
+    full_replay_from = 20_000  # events from which a catch-up from index 0 replays like a rebuild
 
     def __init__(self, conn: sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
@@ -123,6 +120,14 @@ class FrontierProjection(TrackedProjection):
             self.conn.execute(f"DROP TABLE IF EXISTS {table}{suffix}")
 
     # -- catching up -------------------------------------------------------------
+    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
+        """Apply the log up to ``target``; an empty projection facing at least ``full_replay_from``
+        events (a new schema version, a first read of a big log) takes the rebuild's faster path."""
+        target = self.log.last_index() if target is None else target
+        if target >= self.full_replay_from and self.position() == 0:
+            return self.rebuild(target, progress)
+        return super().catch_up(target, progress)
+
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         """Replay the log from index 1 (up to ``target``) into new tables, then swap them in.
 
@@ -154,27 +159,16 @@ class FrontierProjection(TrackedProjection):
         return folded
 
     def _fill_shadow(self, target: int, bar: Any) -> int:
-        """Fold the log into the shadow tables. One writer thread inserts a chunk while this thread
-        folds the next (``sqlite3`` releases the GIL while SQLite works); at most two chunks wait."""
-        from concurrent.futures import ThreadPoolExecutor  # it imports logging: not at CLI start-up
-
+        """Fold the log into the shadow tables, committing every ``REBUILD_CHUNK`` events. (A writer
+        thread inserting one chunk while the next was folded measured no faster on this machine.)"""
         folded = 0
-        pending: deque[Future[int]] = deque()
-        with ThreadPoolExecutor(1, thread_name_prefix="pmem-rebuild") as writer:
-            try:
+        out = CellRows()
+        for cid, rows in groupby(self.log.rows_by_cell(target), key=itemgetter(1)):
+            fold_cell(cid, _stored(rows), out)
+            if out.events >= REBUILD_CHUNK:
+                folded += self._insert_shadow(out, bar)
                 out = CellRows()
-                for cid, rows in groupby(self.log.rows_by_cell(target), key=itemgetter(1)):
-                    fold_cell(cid, _stored(rows), out)
-                    if out.events >= REBUILD_CHUNK:
-                        if len(pending) >= 2:
-                            folded += pending.popleft().result()
-                        pending.append(writer.submit(self._insert_shadow, out, bar))
-                        out = CellRows()
-                pending.append(writer.submit(self._insert_shadow, out, bar))
-            finally:
-                while pending:  # wait for every submitted chunk, then raise the first error
-                    folded += pending.popleft().result()
-        return folded
+        return folded + self._insert_shadow(out, bar)
 
     def _insert_shadow(self, out: CellRows, bar: Any) -> int:
         with self._transaction():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -239,13 +240,17 @@ def test_a_rebuild_interrupted_midway_leaves_the_old_projection_whole_and_the_ne
         assert dump(store.projection_db) == dump(fresh(store).conn)
 
 
-def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(db_path: Path) -> None:
+@pytest.mark.parametrize("full_replay_from", [1, FrontierProjection.full_replay_from])
+def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(
+        db_path: Path, full_replay_from: int) -> None:
+    """Replayed batch by batch, or (from ``full_replay_from`` events on) by the rebuild's path."""
     with pmem.open(db_path) as store:
         write_log(store, 50, seed=1)
         store.catch_up()
         want = dump(store.projection_db)
         store.projection_db.execute(f"UPDATE {TRACKING} SET version = version - 1")
     with pmem.open(db_path) as store:
+        store.frontier_projection.full_replay_from = full_replay_from
         assert store.frontier_projection.position() == 0
         assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 50}
         store.frontier()
