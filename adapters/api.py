@@ -94,6 +94,8 @@ class Store:
             self.projections = {name: cls(self.projection_db, self._events)
                                 for name, cls in PROJECTIONS.items()}
         except BaseException:
+            if hasattr(self, "projection_db"):
+                self.projection_db.close()
             if self._log is not None:
                 self._log.close()
             raise
