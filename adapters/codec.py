@@ -17,6 +17,8 @@ import orjson
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
+import domain.cell  # noqa: F401  (registers the event topics resolve_topic looks up)
+
 _DT = "datetime_iso"
 
 

@@ -25,6 +25,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from adapters.codec import OrjsonMapper, decode_event
 from adapters.sqlite_log import PmemRecorder
+from adapters.stored_log import cell_pages
 from domain.cell import CellEvent, MemoryCell, NotApplied
 from domain.decide import execute
 from domain.errors import ConflictRetriesExhausted, StoreUnavailable
@@ -195,17 +196,11 @@ class EventLog(Application[UUID]):
                 return
             start = rows[-1][0] + 1
 
-    def rows_by_cell(self, stop: int, page: int = READ_BATCH * 4) -> Iterator[tuple[int, str, int, str, bytes]]:
+    def rows_by_cell(self, stop: int) -> Iterator[tuple[int, str, int, str, bytes]]:
         """Every stored row ``(event index, cell id hex, cell revision, topic, state)`` with index
-        ``<= stop``, cell by cell, each cell's in revision order (read in pages; the rows up to a
-        committed index never change, so the pages agree with each other)."""
-        after: tuple[str, int] = ("", 0)
-        while True:
-            rows = self._read(self.recorder.select_rows_by_cell, after, stop, page)
-            yield from rows
-            if len(rows) < page:
-                return
-            after = (rows[-1][1], rows[-1][2])
+        ``<= stop``, cell by cell, each cell's in revision order (see ``stored_log.cell_pages``)."""
+        return cell_pages(lambda after, stop, limit: self._read(self.recorder.select_rows_by_cell, after, stop,
+                                                                limit), stop)
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))

@@ -144,11 +144,10 @@ class PmemRecorder(SQLiteApplicationRecorder):
         """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop``, in
         (cell, version) order, the first ``limit`` after the (cell, version) ``after``: one page of a
         keyset scan of the primary-key index."""
-        sql = (f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name} "
-               "WHERE (originator_id, originator_version) > (?, ?) AND rowid <= ? "
-               "ORDER BY originator_id, originator_version LIMIT ?")
+        from adapters.stored_log import CELL_PAGE_SQL
+
         with self.datastore.transaction(commit=False) as c:
-            c.execute(sql, [*after, stop, limit])
+            c.execute(CELL_PAGE_SQL.format(table=self.events_table_name), [*after, stop, limit])
             return list(c.fetchall())
 
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:

@@ -124,7 +124,10 @@ class FrontierProjection(TrackedProjection):
         """Apply the log up to ``target``; an empty projection facing at least ``full_replay_from``
         events (a new schema version, a first read of a big log) takes the rebuild's faster path."""
         target = self.log.last_index() if target is None else target
-        if target >= self.full_replay_from and self.position() == 0:
+        position = self.position()
+        if position >= target:
+            return 0  # the common case before a read: two indexed lookups, nothing else
+        if position == 0 and target >= self.full_replay_from:
             return self.rebuild(target, progress)
         return super().catch_up(target, progress)
 

@@ -168,7 +168,28 @@ def reader(path: Path, pairs_file: Path) -> dict[str, Any]:
     with pmem.open(path, reader="replay") as replay:  # baseline: the same reads by folding the cell's events
         timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs[:200])
         out["as_of_get_by_replay"] = percentiles(timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs))
+    out["cpu_loop_same_p50"] = cpu_loop(out["as_of_get"]["p50_ms"] / 1e3, len(pairs))
     return out
+
+
+def cpu_loop(seconds: float, n: int) -> dict[str, Any]:
+    """p50/p99 of a pure-Python loop (no I/O, no allocation) sized to take ``seconds``: what the
+    machine's scheduling alone does to the tail of an operation that short."""
+    k = 1_000
+    while True:  # calibrate the loop length to the target median
+        t0 = time.perf_counter()
+        for _ in range(k):
+            pass
+        if time.perf_counter() - t0 >= seconds:
+            break
+        k *= 2
+    k = max(1, int(k * seconds / (time.perf_counter() - t0)))
+
+    def loop(_: Any) -> None:
+        for _ in range(k):
+            pass
+
+    return {"iterations": k, **percentiles(timed_each(loop, [None] * n))}
 
 
 def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:

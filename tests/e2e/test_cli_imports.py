@@ -75,3 +75,12 @@ def test_log_read_from_raw_rows_prints_what_the_decoded_events_give(caught_up: P
     with api.open(caught_up) as store:
         want = [object_dict(i, e) for i, e in store.log_store.indexed_events()]
     assert [json.loads(x) for x in pmem(caught_up, "log").splitlines()] == json.loads(json.dumps(want))
+
+
+def test_a_rebuild_in_a_fresh_process_reads_the_log_and_gives_the_same_reads(caught_up: Path) -> None:
+    before = [pmem(caught_up, *c) for c in (("get", "budget", "--disclose", "history,alternatives,support"),
+                                             ("history", "budget"), ("frontier",))]
+    out = json.loads(pmem(caught_up, "rebuild", "--projection", "frontier"))
+    assert out["events"] == 2
+    assert [pmem(caught_up, *c) for c in (("get", "budget", "--disclose", "history,alternatives,support"),
+                                          ("history", "budget"), ("frontier",))] == before
