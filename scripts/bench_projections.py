@@ -175,21 +175,14 @@ def reader(path: Path, pairs_file: Path) -> dict[str, Any]:
 def cpu_loop(seconds: float, n: int) -> dict[str, Any]:
     """p50/p99 of a pure-Python loop (no I/O, no allocation) sized to take ``seconds``: what the
     machine's scheduling alone does to the tail of an operation that short."""
-    k = 1_000
-    while True:  # calibrate the loop length to the target median
-        t0 = time.perf_counter()
-        for _ in range(k):
-            pass
-        if time.perf_counter() - t0 >= seconds:
-            break
-        k *= 2
-    k = max(1, int(k * seconds / (time.perf_counter() - t0)))
 
-    def loop(_: Any) -> None:
+    def loop(k: int) -> None:
         for _ in range(k):
             pass
 
-    return {"iterations": k, **percentiles(timed_each(loop, [None] * n))}
+    per_iteration = min(timed_each(loop, [100_000] * 5)) / 100_000  # the fastest of 5: least disturbed
+    k = max(1, round(seconds / per_iteration))
+    return {"iterations": k, **percentiles(timed_each(loop, [k] * n))}
 
 
 def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:
