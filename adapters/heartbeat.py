@@ -18,6 +18,7 @@ import sqlite3
 import time
 from typing import Any
 
+from adapters.projection_db import as_db
 from domain.errors import StoreUnavailable, WorkerAlreadyRunning
 
 TABLE = "pmem_workers"
@@ -63,9 +64,11 @@ class SqliteHeartbeat:
                            self.heartbeat_s))
 
 
-def workers(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    """Every registered worker by projection name (empty when none ever ran); reads only."""
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name=?", (TABLE,)).fetchone() is None:
+def workers(conn: Any) -> dict[str, dict[str, Any]]:
+    """Every registered worker by projection name (empty when none ever ran); reads only. ``conn``: a
+    :class:`adapters.projection_db.ProjectionDb` (or a bare SQLite connection)."""
+    conn = as_db(conn)
+    if TABLE not in conn.names():
         return {}
     names = [r[0] for r in conn.execute(f"SELECT name FROM {TABLE} ORDER BY name")]
     return {n: w for n in names if (w := _read(conn, n)) is not None}
