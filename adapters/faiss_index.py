@@ -2,14 +2,13 @@
 
 Kinds (setting ``PMEM_VECTOR_INDEX`` or ``Store(vector_index=...)``):
 
-- ``flat`` (default): exact. Candidates come from a scan of 8-bit scalar-quantised copies of the
-  vectors (FAISS ``IndexScalarQuantizer``, a quarter of the bytes of float32, so a quarter of the
-  memory traffic of a float32 scan) and are re-ranked by exact float32 cosine. The largest
-  quantisation error of any stored vector, ``E``, bounds how far an approximate score can be from
-  the exact one, so the candidates are provably the top ones when the ``m``-th candidate's
-  approximate score plus ``E`` is below the scores kept; when it is not, more are fetched, and in the
-  end every eligible vector is scored exactly. Below :data:`SQ_MIN` eligible vectors it scores them
-  all with one numpy product instead;
+- ``flat`` (default): exact. Candidates come from a scan of int8 copies of the vectors
+  (:mod:`adapters.int8_scan`: a quarter of the bytes of float32, integer SIMD products) and are
+  re-ranked by exact float32 cosine. The scan bounds how far its scores can be from the exact ones,
+  so the candidates provably hold the top ``k`` cells when the ``k``-th cell's exact score reaches
+  the bound of those left out; when it does not, more are fetched, and in the end every eligible
+  vector is scored exactly. Below :data:`SQ_MIN` eligible vectors it scores them all with one numpy
+  product instead;
 - ``hnsw``: ``IndexIDMap2(IndexHNSWFlat(dim, 32, METRIC_INNER_PRODUCT))``, approximate;
 - ``lsh``: ``IndexIDMap2(IndexLSH(dim, 2*dim))``, approximate (Hamming distance of random projections).
 
@@ -21,11 +20,11 @@ filters. A single query is searched on one OpenMP thread: FAISS parallelises ove
 second thread only waits at the barrier (measured 3-5x slower on the shared 2-core machine).
 
 The cache file is ``PMEMVEC1\\n`` + one JSON header line + the matrix + (``hnsw`` only: building the
-graph is costly) the serialized index. The quantised copies are not saved: they are rebuilt from
-the matrix on first use (about 0.2 s per 100,000 vectors). The file is written to a temporary file,
-fsynced and moved into place with ``os.replace``, so a crash leaves the old file or the new one, never
-a header that does not match its vectors. The header names the kind, the embedder, the count and the
-event index.
+graph is costly) the serialized index. The int8 copies are not saved: they are made from the
+matrix on the first search that needs them (under a second per 100,000 vectors). The file is
+written to a temporary file, fsynced and moved into place with ``os.replace``, so a crash leaves the
+old file or the new one, never a header that does not match its vectors. The header names the kind,
+the embedder, the count and the event index.
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ import faiss
 import numpy as np
 import numpy.typing as npt
 
+from adapters.int8_scan import Int8Scan
 from domain.errors import StoreUnavailable
 from projections.ports import VECTOR_INDEX_KINDS
 
@@ -54,8 +54,7 @@ MAGIC = b"PMEMVEC1\n"
 HNSW_M = 32
 HNSW_EF_SEARCH = 128  # 64 gave recall@12 0.895 against flat on 100,000 hashed vectors
 SQ_MIN = 20_000  # below this many eligible vectors, flat scores them all in one numpy product
-SQ_FETCH = 256  # candidates fetched from the quantised scan in the first round
-SQ_SLACK = 1e-3  # added to the quantisation bound: float32 rounding of the two dot products
+SQ_FETCH = 256  # candidates fetched from the int8 scan in the first round
 Vectors = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
 
@@ -98,9 +97,7 @@ class FaissIndex:
         self.index = None if kind == "flat" else index if index is not None else _new_index(kind, dim)
         if index is None and self.index is not None and self._count:
             self.index.add_with_ids(self.matrix, np.arange(self._count, dtype=np.int64))
-        self._sq: Any = None  # flat: the quantised copies, built on the first search that uses them
-        self._sq_trained = 0  # vectors the quantiser's ranges were trained on
-        self._sq_error = 0.0  # the largest ||x - decode(encode(x))|| over the stored vectors
+        self._scan: Int8Scan | None = None  # flat: int8 copies, built on the first search that uses them
 
     @property
     def count(self) -> int:
@@ -125,11 +122,11 @@ class FaissIndex:
         self._count = stop
         if self.index is not None:
             self.index.add_with_ids(vectors, np.arange(start, stop, dtype=np.int64))
-        if self._sq is not None:
-            if stop >= 2 * self._sq_trained:  # the ranges were learnt on half the vectors or fewer
-                self._sq = None  # retrained on all of them on the next search
+        if self._scan is not None:
+            if stop >= 2 * self._scan.built_on:  # its scale was chosen from half the vectors or fewer
+                self._scan = None  # built again from all of them on the next search
             else:
-                self._sq_add(vectors)
+                self._scan.add(vectors)
 
     def scores(self, query: Vectors, ids: Ids) -> Vectors:
         """Exact cosine of the query with the vectors ``ids``."""
@@ -163,31 +160,16 @@ class FaissIndex:
         return Candidates(_search(self.index, q, m, params), False, None)
 
     def _quantised_candidates(self, q: Vectors, eligible: EligibleSet, m: int, everyone: bool) -> Candidates:
-        """``flat`` on many vectors: the ``m`` best by quantised score, bounded exactly (module docstring)."""
-        if self._sq is None:
-            self._sq_build()
-        params = None if everyone else faiss.SearchParameters(sel=eligible.selector())
+        """``flat`` on many vectors: the ``m`` best by the int8 scan, with its exact bound."""
+        if self._scan is None:
+            self._scan = Int8Scan(self.matrix)
         with _one_thread():
-            approx, found = self._sq.search(q, m, params=params)
-        keep = found[0] >= 0
-        ids, approx = found[0][keep], approx[0][keep]
-        if len(ids) < m:  # FAISS found fewer than asked: that is all of them
-            return Candidates(np.sort(ids), True, None)
-        bound = float(np.linalg.norm(q)) * self._sq_error + SQ_SLACK
-        return Candidates(ids, False, float(approx.min()) + bound)
-
-    def _sq_build(self) -> None:
-        self._sq = faiss.IndexScalarQuantizer(self.dim, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
-        self._sq.train(self.matrix)
-        self._sq_trained, self._sq_error = self._count, 0.0
-        for start in range(0, self._count, 65_536):  # bounded temporaries for the error check
-            self._sq_add(self.matrix[start:start + 65_536])
-
-    def _sq_add(self, vectors: Vectors) -> None:
-        codes = self._sq.sa_encode(vectors)
-        error = np.linalg.norm(vectors - self._sq.sa_decode(codes), axis=1)
-        self._sq_error = max(self._sq_error, float(error.max()))
-        self._sq.add_sa_codes(codes)
+            found = self._scan.search(q[0], m, None if everyone else eligible.selector())
+        if found is None:  # a zero query: every score is 0, any m are the best
+            return _exact_top(self.matrix @ q[0], eligible.ids, m)
+        if len(found.ids) < m:  # the scan found fewer than asked: that is all of them
+            return Candidates(np.sort(found.ids), True, None)
+        return Candidates(found.ids, False, found.limit)
 
     # -- the cache file ------------------------------------------------------
     def save(self, path: Path, header: Header) -> None:

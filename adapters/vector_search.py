@@ -70,12 +70,17 @@ class VectorSearch:
         event index that was searched (``as_of`` capped at the end of the log)."""
         position = self.catch_up()
         n = position if as_of is None else min(as_of, position)
-        eligible = self._head(namespace, position) if n == position else self._eligible_at(namespace, n)
+        eligible = self.eligible(namespace, n)
         if not len(eligible) or k <= 0:
             return n, []
         assert self.index is not None
         query_vector = self.embedder.embed([query])[0]
         return n, top_cells(self.index, query_vector, eligible, k)
+
+    def eligible(self, namespace: str, n: int) -> EligibleSet:
+        """The versions of ``namespace`` open at ``n`` (the tables being caught up to at least ``n``):
+        at the position last caught up to, the head set; below it, the set read for ``n``."""
+        return self._head(namespace, n) if n == self._position else self._eligible_at(namespace, n)
 
     def _head(self, namespace: str, position: int) -> EligibleSet:
         """The versions open at the head, kept per namespace and moved forward in place: only the
