@@ -15,10 +15,13 @@
    against ``python -c pass`` with the same interpreter.
 6. **Search**: a second store of ``--search-cells`` cells (one ``accept`` each), embedded with the
    hashing embedder (the FAISS latency does not depend on the embedder; ONNX would take minutes
-   here); ``--queries`` top-12 searches through ``VectorSearch.search`` (eligibility + FAISS) and
-   through ``Store.search`` (plus reading the 12 cells), for ``flat`` and ``hnsw``, p50/p99; baseline:
-   numpy brute force ``matrix @ q`` + ``argpartition`` over the same vectors. HNSW recall@12 is the
-   mean overlap of its cells with flat's.
+   here); ``--queries`` top-12 searches, for ``flat`` and ``hnsw``, p50/p99, through
+   ``VectorSearch.search`` (catch-up check, eligible set, query embedding, ranking), through
+   ``top_cells`` alone (the ranking, query vector given) and through ``Store.search`` (plus reading
+   the 12 cells); also searches as of half the log (a set below the head, read once and kept) and,
+   flat only, a search right after one new event (``--after-write`` of them). Baseline: numpy brute
+   force ``matrix @ q`` + ``argpartition`` over the same vectors. Recall@12: flat against an exact
+   numpy ranking (must be 1.0), HNSW against flat.
 
     .venv/bin/python scripts/bench_projections.py [--events 1000000] [--cells 100000]
         [--search-cells 100000] [--json out.json]
@@ -49,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from adapters.hashing_embedder import HashingEmbedder  # noqa: E402
+from adapters.vector_search import top_cells  # noqa: E402
 
 BATCH = 20_000
 PMEM_BIN = str(Path(sys.executable).parent / "pmem")
@@ -159,6 +163,7 @@ def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
+    """Top-12 search over ``--search-cells`` cells, flat then hnsw (see the module docstring)."""
     rng = random.Random(a.seed + 2)
     words = [f"w{i}" for i in range(2_000)]
 
@@ -167,31 +172,50 @@ def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
 
     ops = [{"op": "accept", "key": f"topic {c}", "value": text()} for c in range(a.search_cells)]
     queries = [text() for _ in range(a.queries)]
+    qv = HashingEmbedder().embed(queries)
     out: dict[str, Any] = {"cells": a.search_cells, "queries": a.queries, "embedder": "hashing"}
-    found: dict[str, list[list[str]]] = {}
+    found: dict[str, list[list[int]]] = {}
     for kind in ("flat", "hnsw"):
         path = d / f"search-{kind}.db"
         with pmem.open(path, synchronous="OFF", vector_index=kind, embedder=HashingEmbedder()) as store:
             write(store, iter(ops))
             t0 = time.perf_counter()
             vs = store._vector_search()
-            vs.catch_up()
+            position = vs.catch_up()
             setup = time.perf_counter() - t0
             store.catch_up()  # the frontier projection too: store.search reads the cells from it
-            vs.search(queries[0], 12, None, "default")  # warm: eligible set and selector
+            vs.search(queries[0], 12, None, "default")  # warm: head set (and, flat, the int8 copies)
             raw = timed_each(lambda q, vs=vs: vs.search(q, 12, None, "default"), queries)
-            found[kind] = [[h.key for h in vs.search(q, 12, None, "default")[1]] for q in queries]
+            found[kind] = [[h.vector_id for h in vs.search(q, 12, None, "default")[1]] for q in queries]
+            assert vs.index is not None
+            index, head = vs.index, vs.eligible("default", position)
+            ranking = timed_each(lambda v, i=index, e=head: top_cells(i, v, e, 12), list(qv))
             full = timed_each(lambda q, store=store: store.search(q, 12), queries)
+            half = position // 2  # as_of below the head: the set read once for N, then kept
+            vs.search(queries[0], 12, half, "default")
+            past = timed_each(lambda q, vs=vs, n=half: vs.search(q, 12, n, "default"), queries)
             out[kind] = {"index_build_s": round(setup, 1), "vector_search": percentiles(raw),
-                         "store_search": percentiles(full)}
+                         "ranking_only": percentiles(ranking), "store_search": percentiles(full),
+                         "vector_search_as_of_half": percentiles(past)}
             if kind == "flat":
-                assert vs.index is not None
-                matrix = vs.index.matrix
-                qv = HashingEmbedder().embed(queries)
+                matrix = index.matrix
                 out["numpy_brute_force"] = percentiles(
                     timed_each(lambda q, m=matrix: np.argpartition(-(m @ q), 12)[:12], list(qv)))
+                exact = [np.argsort(-(matrix @ q), kind="stable")[:12].tolist() for q in qv]
+                out["flat"]["recall_at_12_vs_numpy_exact"] = round(statistics.mean(
+                    len(set(f) & set(e)) / 12 for f, e in zip(found["flat"], exact, strict=True)), 4)
+                out["flat"]["peak_rss_mb_after_flat"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                # One new event before each search: the head set moves forward by the changed rows.
+                after_write = []
+                for i, q in enumerate(queries[:a.after_write]):
+                    store.accept(f"topic {i}", text())
+                    t0 = time.perf_counter()
+                    vs.search(q, 12, None, "default")
+                    after_write.append(time.perf_counter() - t0)
+                out["flat"]["vector_search_after_one_new_event"] = percentiles(after_write)
     recall = [len(set(h) & set(f)) / max(1, len(f)) for h, f in zip(found["hnsw"], found["flat"], strict=True)]
     out["hnsw"]["recall_at_12_vs_flat"] = round(statistics.mean(recall), 4)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return out
 
 
@@ -202,6 +226,8 @@ def main() -> None:
     ap.add_argument("--search-cells", dest="search_cells", type=int, default=100_000)
     ap.add_argument("--gets", type=int, default=2_000)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--after-write", dest="after_write", type=int, default=100,
+                    help="flat searches timed right after one new event each")
     ap.add_argument("--cli-runs", dest="cli_runs", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip", choices=("log", "search"), help="leave one part out")
