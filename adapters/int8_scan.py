@@ -29,7 +29,7 @@ import numpy.typing as npt
 Vectors = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
 SLACK = 1e-3  # added to the bound: float32 rounding where the exact scores are computed
-CHUNK = 65_536  # vectors encoded at a time (bounded temporaries)
+CHUNK = 8_192  # vectors encoded at a time (temporaries of a few MB)
 
 
 @dataclass(frozen=True, slots=True)
