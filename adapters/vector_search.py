@@ -25,6 +25,7 @@ from adapters.vector_projection import Eligible, VectorProjection
 from projections.ports import Embedder
 
 EMBED_BATCH = 1024
+HEADS_KEPT = 8  # namespaces whose head set stays in memory (a mask over all vector ids each)
 SAVE_STALE = 0.05  # the cache file is rewritten once it lacks more than 5% of the vectors
 
 
@@ -85,14 +86,16 @@ class VectorSearch:
     def _head(self, namespace: str, position: int) -> EligibleSet:
         """The versions open at the head, kept per namespace and moved forward in place: only the
         versions with an interval opened or closed since the last head are read."""
-        held = self._heads.get(namespace)
+        held = self._heads.pop(namespace, None)
         if held is None or held[0] > position:
             eligible = EligibleSet(self.projection.eligible(namespace, position))
         else:
             since, eligible = held
             if since < position:
                 eligible.update(self.projection.changes(namespace, since, position))
-        self._heads[namespace] = position, eligible
+        self._heads[namespace] = position, eligible  # most recently used last
+        if len(self._heads) > HEADS_KEPT:
+            del self._heads[next(iter(self._heads))]
         return eligible
 
     def _eligible_at(self, namespace: str, n: int) -> EligibleSet:
