@@ -20,8 +20,8 @@
    ``top_cells`` alone (the ranking, query vector given) and through ``Store.search`` (plus reading
    the 12 cells); also searches as of half the log (a set below the head, read once and kept) and,
    flat only, a search right after one new event (``--after-write`` of them). Baseline: numpy brute
-   force ``matrix @ q`` + ``argpartition`` over the same vectors. Each query runs through every path
-   and the baseline in turn, so a change in the machine's load weighs on all of them alike. Recall@12: flat against an exact
+   force ``matrix @ q`` + ``argpartition`` over the same vectors, timed in its own block after the
+   others (see ``time_paths`` for why not query by query in turn). Recall@12: flat against an exact
    float64 ranking (must be 1.0; near-ties within 1e-6 count as
    equal, and how many queries returned exactly the float64 top-12 set is shown), HNSW against flat.
 
@@ -165,8 +165,10 @@ def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def time_paths(store: pmem.Store, vs: Any, queries: list[str], qv: Any, half: int) -> dict[str, list[float]]:
-    """Each query through every search path in turn, so the machine's load (it drifts over a run on
-    the shared machine) weighs on all of them alike, the numpy baseline included."""
+    """Every query through one search path, then the next path; the numpy baseline last. Not query
+    by query in turn: after each numpy product OpenBLAS's worker thread spins on the second core and
+    the 153 MB pass evicts the int8 copies from the cache, which slowed the flat search it was
+    interleaved with about 5x (p50 17.1 ms against 3.4 ms in blocks, same machine, same hour)."""
     assert vs.index is not None
     index, head, matrix = vs.index, vs.eligible("default", vs.catch_up()), vs.index.matrix
     paths: dict[str, Callable[[int], Any]] = {
@@ -176,11 +178,7 @@ def time_paths(store: pmem.Store, vs: Any, queries: list[str], qv: Any, half: in
         "vector_search_as_of_half": lambda i: vs.search(queries[i], 12, half, "default"),
         "numpy_brute_force": lambda i: np.argpartition(-(matrix @ qv[i]), 12)[:12],
     }
-    samples: dict[str, list[float]] = {name: [] for name in paths}
-    for i in range(len(queries)):
-        for name, fn in paths.items():
-            samples[name] += timed_each(fn, [i])
-    return samples
+    return {name: timed_each(fn, list(range(len(queries)))) for name, fn in paths.items()}
 
 
 def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
