@@ -168,7 +168,7 @@ def time_paths(store: pmem.Store, vs: Any, queries: list[str], qv: Any, half: in
     """Every query through one search path, then the next path; the numpy baseline last. Not query
     by query in turn: after each numpy product OpenBLAS's worker thread spins on the second core and
     the 153 MB pass evicts the int8 copies from the cache, which slowed the flat search it was
-    interleaved with about 5x (p50 17.1 ms against 3.4 ms in blocks, same machine, same hour)."""
+    interleaved with about 5x (p50 16.5 ms against 3.4 ms in blocks, measured in one process)."""
     assert vs.index is not None
     index, head, matrix = vs.index, vs.eligible("default", vs.catch_up()), vs.index.matrix
     paths: dict[str, Callable[[int], Any]] = {
