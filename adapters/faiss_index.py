@@ -2,20 +2,28 @@
 
 Kinds (setting ``PMEM_VECTOR_INDEX`` or ``Store(vector_index=...)``):
 
-- ``flat`` (default): ``IndexIDMap2(IndexFlatIP)``, exact inner product;
+- ``flat`` (default): exact. Candidates come from a scan of int8 copies of the vectors
+  (:mod:`adapters.int8_scan`: a quarter of the bytes of float32, integer SIMD products) and are
+  re-ranked by exact float32 cosine. The scan bounds how far its scores can be from the exact ones,
+  so the candidates provably hold the top ``k`` cells when the ``k``-th cell's exact score reaches
+  the bound of those left out; when it does not, more are fetched, and in the end every eligible
+  vector is scored exactly. Below :data:`SQ_MIN` eligible vectors it scores them all exactly instead;
 - ``hnsw``: ``IndexIDMap2(IndexHNSWFlat(dim, 32, METRIC_INNER_PRODUCT))``, approximate;
 - ``lsh``: ``IndexIDMap2(IndexLSH(dim, 2*dim))``, approximate (Hamming distance of random projections).
 
 Ids are ``0 .. count-1`` in the order vectors were added, and the raw float32 matrix is kept too, so
 results are always scored by exact cosine (the vectors are unit length) whichever kind found them.
-``flat`` ranks the eligible vectors by one numpy matrix-vector product over the raw matrix (the
-``IndexFlatIP`` still serves as the saved index); ``hnsw`` honours an eligibility filter inside FAISS
-(``IDSelectorBatch`` in the search parameters); ``lsh`` does not support one, so it over-fetches and filters.
+Eligibility is a bitmap (``IDSelectorBitmap``) inside the FAISS search for ``flat`` and ``hnsw``, and
+no filter at all when every vector is eligible; ``lsh`` does not support one, so it over-fetches and
+filters. A single query is searched on one OpenMP thread: FAISS parallelises over queries, and a
+second thread only waits at the barrier (measured 3-5x slower on the shared 2-core machine).
 
 The cache file is ``PMEMVEC1\\n`` + one JSON header line + the matrix + (``hnsw`` only: building the
-graph is costly) the serialized index. It is written to a temporary file, fsynced and moved into
-place with ``os.replace``, so a crash leaves the old file or the new one, never a header that does
-not match its vectors. The header names the kind, the embedder, the count and the event index.
+graph is costly) the serialized index. The int8 copies are not saved: they are made from the
+matrix on the first search that needs them (under a second per 100,000 vectors). The file is
+written to a temporary file, fsynced and moved into place with ``os.replace``, so a crash leaves the
+old file or the new one, never a header that does not match its vectors. The header names the kind,
+the embedder, the count and the event index.
 """
 
 from __future__ import annotations
@@ -23,22 +31,29 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faiss
 import numpy as np
 import numpy.typing as npt
 
+from adapters.int8_scan import Int8Scan
 from domain.errors import StoreUnavailable
 from projections.ports import VECTOR_INDEX_KINDS
+
+if TYPE_CHECKING:
+    from adapters.eligible import EligibleSet
 
 KINDS = VECTOR_INDEX_KINDS
 MAGIC = b"PMEMVEC1\n"
 HNSW_M = 32
 HNSW_EF_SEARCH = 128  # 64 gave recall@12 0.895 against flat on 100,000 hashed vectors
+SQ_MIN = 20_000  # below this many eligible vectors, flat scores them all exactly (no int8 copies)
+SQ_FETCH = 256  # candidates fetched from the int8 scan in the first round
 Vectors = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
 
@@ -55,6 +70,20 @@ class Header:
     last_text: str  # the text of the last vector: a cheap check that the file belongs to this store
 
 
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Ids the index ranks best among the eligible ones, and what it guarantees about the rest.
+
+    ``complete``: these are all the eligible ids. Otherwise ``limit``, when not None, is a strict upper
+    bound on the exact score of every eligible vector left out (exact kinds); None means an
+    approximate index may have missed better vectors.
+    """
+
+    ids: Ids
+    complete: bool
+    limit: float | None
+
+
 class FaissIndex:
     """A FAISS index plus the raw vectors, ids dense from 0."""
 
@@ -62,64 +91,88 @@ class FaissIndex:
         if kind not in KINDS:
             raise ValueError(f"unknown vector index kind {kind!r} (expected {', '.join(KINDS)})")
         self.kind, self.dim = kind, dim
-        self.matrix = np.zeros((0, dim), dtype=np.float32) if matrix is None else matrix
-        self.index = index if index is not None else _new_index(kind, dim)
-        if index is None and len(self.matrix):
-            self.index.add_with_ids(self.matrix, np.arange(len(self.matrix), dtype=np.int64))
+        self._rows = np.zeros((0, dim), dtype=np.float32) if matrix is None else matrix
+        self._count = len(self._rows)
+        self.index = None if kind == "flat" else index if index is not None else _new_index(kind, dim)
+        if index is None and self.index is not None and self._count:
+            self.index.add_with_ids(self.matrix, np.arange(self._count, dtype=np.int64))
+        self._scan: Int8Scan | None = None  # flat: int8 copies, built on the first search that uses them
 
     @property
     def count(self) -> int:
-        return len(self.matrix)
+        return self._count
+
+    @property
+    def matrix(self) -> Vectors:
+        """The raw vectors, row ``i`` being id ``i`` (a view: rows are appended in place)."""
+        return self._rows[:self._count]
 
     def add(self, vectors: Vectors) -> None:
         """Append vectors; they get the next ids."""
         if not len(vectors):
             return
-        ids = np.arange(self.count, self.count + len(vectors), dtype=np.int64)
-        self.index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), ids)
-        self.matrix = np.concatenate([self.matrix, vectors.astype(np.float32)])
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        start, stop = self._count, self._count + len(vectors)
+        if stop > len(self._rows):  # grow by doubling: appending one vector must not copy them all
+            rows = np.empty((max(stop, 2 * len(self._rows), 1024), self.dim), dtype=np.float32)
+            rows[:start] = self.matrix
+            self._rows = rows
+        self._rows[start:stop] = vectors
+        self._count = stop
+        if self.index is not None:
+            self.index.add_with_ids(vectors, np.arange(start, stop, dtype=np.int64))
+        if self._scan is not None:
+            if stop >= 2 * self._scan.built_on:  # its scale was chosen from half the vectors or fewer
+                self._scan = None  # built again from all of them on the next search
+            else:
+                self._scan.add(vectors)
 
     def scores(self, query: Vectors, ids: Ids) -> Vectors:
         """Exact cosine of the query with the vectors ``ids``."""
-        return self.matrix[ids] @ query
+        return dot(self._rows[ids], query)
 
-    def candidates(self, query: Vectors, eligible: Ids, m: int,
-                   selector: Callable[[], Any] | None = None) -> Ids:
-        """Up to ``m`` ids among ``eligible`` (sorted) that the index ranks best; exact for ``flat``.
-        ``selector`` gives a prebuilt ``IDSelectorBatch`` of ``eligible``; no selector is used when
-        every vector is eligible."""
+    def _exact_scores(self, query: Vectors, ids: Ids) -> Vectors:
+        """Exact scores of ``ids``: a pass over all rows, or over a copy of the few eligible ones."""
+        return dot(self.matrix, query)[ids] if 4 * len(ids) > self._count else self.scores(query, ids)
+
+    def first_fetch(self, k: int, eligible: int) -> int:
+        """How many candidates the first round asks for, to find ``k`` cells among ``eligible`` vectors."""
+        base = SQ_FETCH if self.kind == "flat" and eligible >= SQ_MIN else 64
+        return min(eligible, max(4 * k, base))
+
+    def candidates(self, query: Vectors, eligible: EligibleSet, m: int) -> Candidates:
+        """The ``m`` (or, for ties, a few more) eligible ids the index ranks best."""
+        ids = eligible.ids
+        if m >= len(ids):
+            return Candidates(ids, True, None)
         q = np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32)
-        m = min(m, len(eligible))
+        everyone = len(ids) == self._count  # every vector is eligible: nothing to filter
         if self.kind == "flat":
-            return self._exact_candidates(q[0], eligible, m)
-        if len(eligible) == self.count:  # all eligible: nothing to filter
-            _, found = self.index.search(q, m, params=self._params(None, m))
-            return found[0][found[0] >= 0]
-        if self.kind == "lsh":  # no selector support: over-fetch from everything, then filter
-            fetch = min(self.count, m * max(1, -(-self.count // len(eligible))))
-            _, found = self.index.search(q, fetch)
-            found = found[0][found[0] >= 0]
-            return found[np.isin(found, eligible)][:m]
-        sel = selector() if selector is not None else faiss.IDSelectorBatch(eligible)
-        _, found = self.index.search(q, m, params=self._params(sel, m))
-        return found[0][found[0] >= 0]
-
-    def _exact_candidates(self, query: Vectors, eligible: Ids, m: int) -> Ids:
-        """``flat``: the ``m`` best eligible ids by one matrix-vector product over the raw vectors
-        (the same inner products ``IndexFlatIP`` computes; measured several times faster for one
-        query than FAISS with an id selector). Ids tied with the ``m``-th score are all kept, so the
-        result does not depend on how ties are broken."""
-        if m >= len(eligible):
-            return eligible
-        scores = (self.matrix @ query)[eligible]
-        cut = np.partition(scores, len(scores) - m)[len(scores) - m]
-        return eligible[scores >= cut]
-
-    def _params(self, sel: Any, m: int) -> Any:
+            if len(ids) < SQ_MIN:
+                return _exact_top(self._exact_scores(q[0], ids), ids, m)
+            return self._quantised_candidates(q, eligible, m, everyone)
+        if self.kind == "lsh" and not everyone:  # no selector support: over-fetch, then filter
+            fetch = min(self._count, m * max(1, -(-self._count // len(ids))))
+            found = _search(self.index, q, fetch, None)
+            return Candidates(found[eligible.contains(found)][:m], False, None)
+        params = None
         if self.kind == "hnsw":
-            return (faiss.SearchParametersHNSW(efSearch=max(HNSW_EF_SEARCH, m)) if sel is None
-                    else faiss.SearchParametersHNSW(sel=sel, efSearch=max(HNSW_EF_SEARCH, m)))
-        return None if sel is None else faiss.SearchParameters(sel=sel)
+            ef = max(HNSW_EF_SEARCH, m)
+            params = (faiss.SearchParametersHNSW(efSearch=ef) if everyone
+                      else faiss.SearchParametersHNSW(sel=eligible.selector(), efSearch=ef))
+        return Candidates(_search(self.index, q, m, params), False, None)
+
+    def _quantised_candidates(self, q: Vectors, eligible: EligibleSet, m: int, everyone: bool) -> Candidates:
+        """``flat`` on many vectors: the ``m`` best by the int8 scan, with its exact bound."""
+        if self._scan is None:
+            self._scan = Int8Scan(self.matrix)
+        with _one_thread():
+            found = self._scan.search(q[0], m, None if everyone else eligible.selector())
+        if found is None:  # a zero query: every score is 0, any m are the best
+            return _exact_top(self._exact_scores(q[0], eligible.ids), eligible.ids, m)
+        if len(found.ids) < m:  # the scan found fewer than asked: that is all of them
+            return Candidates(np.sort(found.ids), True, None)
+        return Candidates(found.ids, False, found.limit)
 
     # -- the cache file ------------------------------------------------------
     def save(self, path: Path, header: Header) -> None:
@@ -146,28 +199,33 @@ class FaissIndex:
 
     @classmethod
     def load(cls, path: Path) -> tuple[FaissIndex, Header] | None:
-        """The index and header in ``path``; None when it is missing, truncated or not a cache file."""
+        """The index and header in ``path``; None when it is missing, truncated or not a cache file.
+        The matrix is read straight into its array (no second copy of the file in memory)."""
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if fh.read(len(MAGIC)) != MAGIC:
+                    return None
+                try:
+                    header = Header(**json.loads(fh.readline()))
+                except (ValueError, TypeError):
+                    return None
+                if not all(type(v) is int and v >= 0 for v in (header.count, header.dim, header.position)):
+                    return None
+                start, nbytes = fh.tell(), header.count * header.dim * 4
+                if header.kind not in KINDS or size < start + nbytes or (header.kind != "hnsw" and
+                                                                         size != start + nbytes):
+                    return None
+                matrix = np.empty((header.count, header.dim), dtype=np.float32)
+                if fh.readinto(memoryview(matrix).cast("B")) != nbytes:
+                    return None
+                rest = fh.read() if header.kind == "hnsw" else b""
         except OSError:
             return None
-        if not data.startswith(MAGIC):
-            return None
-        end = data.find(b"\n", len(MAGIC))
-        try:
-            header = Header(**json.loads(data[len(MAGIC):end]))
-        except (ValueError, TypeError):
-            return None
-        start, size = end + 1, header.count * header.dim * 4
-        if header.kind not in KINDS or len(data) < start + size or (header.kind != "hnsw" and
-                                                                     len(data) != start + size):
-            return None
-        matrix = np.frombuffer(data, dtype=np.float32, count=header.count * header.dim, offset=start)
-        matrix = matrix.reshape(header.count, header.dim).copy()
         index = None
         if header.kind == "hnsw":
             try:
-                index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8, offset=start + size))
+                index = faiss.deserialize_index(np.frombuffer(rest, dtype=np.uint8))
             except RuntimeError:
                 return None
             if index.ntotal != header.count:
@@ -175,12 +233,50 @@ class FaissIndex:
         return cls(header.kind, header.dim, index, matrix), header
 
 
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run one query's FAISS search on one OpenMP thread (see the module docstring)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def dot(rows: Vectors, query: Vectors) -> Vectors:
+    """``rows @ query`` on this thread, row by row with SIMD (FAISS ``fvec_inner_products_ny``):
+    numpy hands a product this size to OpenBLAS threads, and waking them was measured to cost
+    milliseconds on the loaded 2-core machine. Each row's score does not depend on the other rows,
+    so a vector scores the same whichever set it is scored in."""
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    q = np.ascontiguousarray(query, dtype=np.float32)
+    out = np.empty(len(rows), dtype=np.float32)
+    if len(rows):
+        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(rows),
+                                     rows.shape[1], len(rows))
+    return out
+
+
+def _search(index: Any, q: Vectors, m: int, params: Any) -> Ids:
+    with _one_thread():
+        _, found = index.search(q, m, params=params)
+    ids: Ids = found[0][found[0] >= 0]
+    return ids
+
+
+def _exact_top(scores: Vectors, eligible: Ids, m: int) -> Candidates:
+    """The ``m`` best of ``eligible`` by their exact ``scores``. Ids tied with the ``m``-th score are
+    all kept, so the result does not depend on how ties are broken, and every id left out scores
+    strictly below the ``m``-th."""
+    cut = float(np.partition(scores, len(scores) - m)[len(scores) - m])
+    return Candidates(eligible[scores >= cut], False, cut)
+
+
 def _new_index(kind: str, dim: int) -> Any:
-    if kind == "flat":
-        base = faiss.IndexFlatIP(dim)
-    elif kind == "hnsw":
+    """The FAISS index of an approximate kind (``flat`` needs none: see the module docstring)."""
+    if kind == "hnsw":
         base = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
     else:
         base = faiss.IndexLSH(dim, 2 * dim)
     return faiss.IndexIDMap2(base)
-

@@ -8,7 +8,8 @@ The tables are written in one transaction together with their position, so they 
 exactly the events up to it. Catching up reads the events after the position, folds them with
 :class:`projections.vectors.VectorFold` (starting from the touched cells' earlier events) and
 replaces the touched cells' intervals. Eligibility at event index N is a plain query: the versions
-with an interval ``opened_at <= N < closed_at``.
+with an interval ``opened_at <= N < closed_at``; what changed between two indices is the versions
+with an interval boundary between them (both columns are indexed).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def schema(int_type: str) -> tuple[str, ...]:
         f"opened_at {int_type} NOT NULL, closed_at {int_type})",
         "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_vector ON pmem_vec_intervals (vector_id)",
         "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_time ON pmem_vec_intervals (namespace, opened_at)",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_close ON pmem_vec_intervals (namespace, closed_at)",
     )
 
 
@@ -103,6 +105,22 @@ class VectorProjection:
                 "WHERE i.namespace=? AND i.opened_at<=? AND (i.closed_at IS NULL OR i.closed_at>?) "
                 "ORDER BY i.vector_id", (namespace, as_of, as_of)).fetchall()
             return [Eligible(*row) for row in rows]
+
+    def changes(self, namespace: str, since: int, at: int) -> list[tuple[Eligible, bool]]:
+        """The versions of the namespace that may be open at ``at`` but not at ``since`` or the
+        reverse (one of their intervals opened or closed in between), each with whether it is open
+        at ``at``. Applied to the versions open at ``since``, they give those open at ``at``."""
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT v.vector_id, v.cell, v.key, v.vid, "
+                "MAX(CASE WHEN i.opened_at<=? AND (i.closed_at IS NULL OR i.closed_at>?) THEN 1 ELSE 0 END) "
+                "FROM pmem_vec_intervals i JOIN pmem_vec_versions v ON v.vector_id = i.vector_id "
+                "WHERE i.vector_id IN (SELECT vector_id FROM pmem_vec_intervals WHERE namespace=? "
+                "AND opened_at>? AND opened_at<=? UNION SELECT vector_id FROM pmem_vec_intervals "
+                "WHERE namespace=? AND closed_at>? AND closed_at<=?) "
+                "GROUP BY v.vector_id, v.cell, v.key, v.vid",
+                (at, at, namespace, since, at, namespace, since, at)).fetchall()
+            return [(Eligible(*row[:4]), bool(row[4])) for row in rows]
 
     # -- catching up ---------------------------------------------------------
     def catch_up(self, progress: Progress = silent, target: int | None = None) -> int:

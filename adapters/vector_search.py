@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adapters.eligible import EligibleSet
 from adapters.eventlog import EventLog
 from adapters.faiss_index import FaissIndex, Header, Ids, Vectors
 from adapters.progress import Progress, silent
@@ -24,8 +25,8 @@ from adapters.vector_projection import Eligible, VectorProjection
 from projections.ports import Embedder
 
 EMBED_BATCH = 1024
+HEADS_KEPT = 8  # namespaces whose head set stays in memory (a mask over all vector ids each)
 SAVE_STALE = 0.05  # the cache file is rewritten once it lacks more than 5% of the vectors
-MIN_FETCH = 64  # vectors fetched in the first round, at least; grows 4x while too few cells are found
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +48,22 @@ class VectorSearch:
         self.projection = VectorProjection(log)
         self.embedder, self.kind, self.cache_path = embedder, kind, cache_path
         self.progress = progress
-        self._last_eligible: tuple[tuple[str, int], EligibleSet] | None = None
         self.index: FaissIndex | None = None
         self._saved = -1  # vectors in the cache file as this object last wrote or read it (-1: unknown)
+        self._position = -1  # the event index tables and index reflect, as this object last saw them
+        self._heads: dict[str, tuple[int, EligibleSet]] = {}  # namespace -> (head index, open there)
+        self._past: tuple[tuple[str, int], EligibleSet] | None = None  # the last as_of below the head
 
     def catch_up(self, target: int | None = None) -> int:
         """Bring tables and index up to ``target`` (default: the end of the log); return the event
-        index they reflect."""
+        index they reflect. When the log has not grown since the last call (and the cache file is in
+        place) that is one query: what is in memory reflects that same prefix of the log."""
+        if (target is None and self.index is not None and self.projection.log.last_index() == self._position
+                and (self.cache_path is None or self.cache_path.exists())):
+            return self._position
         position = self.projection.catch_up(self.progress, target)
         self._sync(position)
+        self._position = position
         return position
 
     def search(self, query: str, k: int, as_of: int | None, namespace: str) -> tuple[int, list[Hit]]:
@@ -63,25 +71,44 @@ class VectorSearch:
         event index that was searched (``as_of`` capped at the end of the log)."""
         position = self.catch_up()
         n = position if as_of is None else min(as_of, position)
-        eligible = self._eligible(namespace, n)
-        if not eligible.by_id or k <= 0:
+        eligible = self.eligible(namespace, n)
+        if not len(eligible) or k <= 0:
             return n, []
         assert self.index is not None
         query_vector = self.embedder.embed([query])[0]
         return n, top_cells(self.index, query_vector, eligible, k)
 
-    def _eligible(self, namespace: str, n: int) -> EligibleSet:
-        """The versions open at ``n``, kept in memory for the last (namespace, index) asked: what was
-        open at an index the tables have reached never changes (the log only grows), so repeated
-        searches of the current head read no interval rows."""
-        if self._last_eligible is None or self._last_eligible[0] != (namespace, n):
-            self._last_eligible = (namespace, n), EligibleSet(self.projection.eligible(namespace, n))
-        return self._last_eligible[1]
+    def eligible(self, namespace: str, n: int) -> EligibleSet:
+        """The versions of ``namespace`` open at ``n`` (the tables being caught up to at least ``n``):
+        at the position last caught up to, the head set; below it, the set read for ``n``."""
+        return self._head(namespace, n) if n == self._position else self._eligible_at(namespace, n)
+
+    def _head(self, namespace: str, position: int) -> EligibleSet:
+        """The versions open at the head, kept per namespace and moved forward in place: only the
+        versions with an interval opened or closed since the last head are read."""
+        held = self._heads.pop(namespace, None)
+        if held is None or held[0] > position:
+            eligible = EligibleSet(self.projection.eligible(namespace, position))
+        else:
+            since, eligible = held
+            if since < position:
+                eligible.update(self.projection.changes(namespace, since, position))
+        self._heads[namespace] = position, eligible  # most recently used last
+        if len(self._heads) > HEADS_KEPT:
+            del self._heads[next(iter(self._heads))]
+        return eligible
+
+    def _eligible_at(self, namespace: str, n: int) -> EligibleSet:
+        """The versions open at ``n`` below the head, kept for the last (namespace, index) asked: what
+        was open at an index the tables have reached never changes (the log only grows)."""
+        if self._past is None or self._past[0] != (namespace, n):
+            self._past = (namespace, n), EligibleSet(self.projection.eligible(namespace, n))
+        return self._past[1]
 
     def rebuild(self) -> int:
         """Forget tables and cache, replay the log from index 1; return the position reached."""
         self.projection.reset()
-        self.index, self._saved = None, -1
+        self._forget()
         if self.cache_path is not None:
             self.cache_path.unlink(missing_ok=True)
         return self.catch_up()
@@ -91,7 +118,8 @@ class VectorSearch:
         total = self.projection.count()
         index = self.index if self.index is not None else self._load(total, position)
         if index.count > total:  # the tables were rebuilt behind our back: start over
-            index, self._saved = FaissIndex(self.kind, self.embedder.dim), -1
+            self._forget()
+            index = FaissIndex(self.kind, self.embedder.dim)
         bar = self.progress("embedding", total - index.count)
         try:
             for start in range(index.count, total, EMBED_BATCH):
@@ -111,6 +139,9 @@ class VectorSearch:
                                                position, self._last_text(index.count)))
             self._saved = index.count
 
+    def _forget(self) -> None:
+        self.index, self._saved, self._position, self._heads, self._past = None, -1, -1, {}, None
+
     def _load(self, total: int, position: int) -> FaissIndex:
         """The cached index if it fits these tables and settings, else an empty one."""
         loaded = None if self.cache_path is None else FaissIndex.load(self.cache_path)
@@ -128,46 +159,26 @@ class VectorSearch:
         return "" if count == 0 else self.projection.texts(count - 1, count)[0]
 
 
-class EligibleSet:
-    """Versions open at one event index, prepared for FAISS: sorted ids, their cells, and the id
-    selector (built once, on the first search that needs one)."""
-
-    def __init__(self, eligible: list[Eligible]) -> None:
-        self.by_id = {e.vector_id: e for e in eligible}
-        self.ids: Ids = np.fromiter(self.by_id, dtype=np.int64, count=len(self.by_id))
-        self.ids.sort()
-        self._selector: object | None = None
-
-    def selector(self) -> object:
-        if self._selector is None:
-            import faiss
-
-            self._selector = faiss.IDSelectorBatch(self.ids)  # holds a copy: ``ids`` may be freed
-        return self._selector
-
-
 def top_cells(index: FaissIndex, query: Vectors, eligible: EligibleSet, k: int) -> list[Hit]:
     """The ``k`` best cells among the eligible vectors, each scored by its best vector.
 
-    Fetches the best ``m`` eligible vectors from the index; if they span at least ``k`` cells, those
-    are the top ``k`` (no cell outside them can beat a cell inside). Otherwise fetches 4x more, and
-    when even all eligible vectors were asked for, scores every eligible vector exactly. With
+    Fetches the ``m`` candidates the index ranks best and scores them exactly. They give the top
+    ``k`` cells when they span at least ``k`` cells and (for ``flat``) no vector left out can score
+    as high as the ``k``-th cell (no cell outside them can then beat a cell inside, nor raise a cell's
+    score). Otherwise fetches 4x more, up to all eligible vectors, which are scored exactly. With
     ``flat`` the result is exact; ``hnsw`` and ``lsh`` may miss a vector the index did not find.
     """
-    by_id, ids = eligible.by_id, eligible.ids
-    m = min(len(ids), max(4 * k, MIN_FETCH))
+    m = index.first_fetch(k, len(eligible))
     while True:
-        found = index.candidates(query, ids, m, eligible.selector)
-        hits = best_per_cell(index, query, found, by_id)
-        if len(hits) >= k or (m >= len(ids) and len(found) == len(ids)):
-            return hits[:k]
-        if m >= len(ids):
-            return best_per_cell(index, query, ids, by_id)[:k]  # the index found too few: exact fallback
-        m = min(len(ids), 4 * m)
+        found = index.candidates(query, eligible, m)
+        hits = best_per_cell(index, query, found.ids, eligible.by_id, k)
+        if found.complete or (len(hits) >= k and (found.limit is None or hits[-1].score >= found.limit)):
+            return hits
+        m = min(len(eligible), 4 * m)
 
 
-def best_per_cell(index: FaissIndex, query: Vectors, ids: Ids, by_id: dict[int, Eligible]) -> list[Hit]:
-    """Score ``ids`` exactly and keep each cell's best, ordered by score then vector id."""
+def best_per_cell(index: FaissIndex, query: Vectors, ids: Ids, by_id: dict[int, Eligible], k: int) -> list[Hit]:
+    """Score ``ids`` exactly and keep each cell's best, ordered by score then vector id, first ``k``."""
     scores = index.scores(query, ids)
     hits: list[Hit] = []
     seen: set[str] = set()
@@ -176,4 +187,6 @@ def best_per_cell(index: FaissIndex, query: Vectors, ids: Ids, by_id: dict[int, 
         if e.cell not in seen:
             seen.add(e.cell)
             hits.append(Hit(e.cell, e.key, e.vid, e.vector_id, float(scores[i])))
+            if len(hits) == k:
+                break
     return hits

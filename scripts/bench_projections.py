@@ -18,10 +18,15 @@
    against ``python -c pass`` with the same interpreter.
 6. **Search**: a second store of ``--search-cells`` cells (one ``accept`` each), embedded with the
    hashing embedder (the FAISS latency does not depend on the embedder; ONNX would take minutes
-   here); ``--queries`` top-12 searches through ``VectorSearch.search`` (eligibility + FAISS) and
-   through ``Store.search`` (plus reading the 12 cells), for ``flat`` and ``hnsw``, p50/p99; baseline:
-   numpy brute force ``matrix @ q`` + ``argpartition`` over the same vectors. HNSW recall@12 is the
-   mean overlap of its cells with flat's.
+   here); ``--queries`` top-12 searches, for ``flat`` and ``hnsw``, p50/p99, through
+   ``VectorSearch.search`` (catch-up check, eligible set, query embedding, ranking), through
+   ``top_cells`` alone (the ranking, query vector given) and through ``Store.search`` (plus reading
+   the 12 cells); also searches as of half the log (a set below the head, read once and kept) and,
+   flat only, a search right after one new event (``--after-write`` of them). Baseline: numpy brute
+   force ``matrix @ q`` + ``argpartition`` over the same vectors, timed in its own block after the
+   others (see ``time_paths`` for why not query by query in turn). Recall@12: flat against an exact
+   float64 ranking (must be 1.0; near-ties within 1e-6 count as
+   equal, and how many queries returned exactly the float64 top-12 set is shown), HNSW against flat.
 
     .venv/bin/python scripts/bench_projections.py [--events 1000000] [--cells 100000]
         [--search-cells 100000] [--json out.json]
@@ -52,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from adapters.hashing_embedder import HashingEmbedder  # noqa: E402
+from adapters.vector_search import top_cells  # noqa: E402
 
 BATCH = 20_000
 PMEM_BIN = str(Path(sys.executable).parent / "pmem")
@@ -201,7 +207,25 @@ def bench_cli(path: Path, a: argparse.Namespace) -> dict[str, Any]:
             "ratio": round(p50 / base, 1)}
 
 
+def time_paths(store: pmem.Store, vs: Any, queries: list[str], qv: Any, half: int) -> dict[str, list[float]]:
+    """Every query through one search path, then the next path; the numpy baseline last. Not query
+    by query in turn: after each numpy product OpenBLAS's worker thread spins on the second core and
+    the 153 MB pass evicts the int8 copies from the cache, which slowed the flat search it was
+    interleaved with about 5x (p50 16.5 ms against 3.4 ms in blocks, measured in one process)."""
+    assert vs.index is not None
+    index, head, matrix = vs.index, vs.eligible("default", vs.catch_up()), vs.index.matrix
+    paths: dict[str, Callable[[int], Any]] = {
+        "vector_search": lambda i: vs.search(queries[i], 12, None, "default"),
+        "ranking_only": lambda i: top_cells(index, qv[i], head, 12),
+        "store_search": lambda i: store.search(queries[i], 12),
+        "vector_search_as_of_half": lambda i: vs.search(queries[i], 12, half, "default"),
+        "numpy_brute_force": lambda i: np.argpartition(-(matrix @ qv[i]), 12)[:12],
+    }
+    return {name: timed_each(fn, list(range(len(queries)))) for name, fn in paths.items()}
+
+
 def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
+    """Top-12 search over ``--search-cells`` cells, flat then hnsw (see the module docstring)."""
     rng = random.Random(a.seed + 2)
     words = [f"w{i}" for i in range(2_000)]
 
@@ -210,31 +234,51 @@ def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
 
     ops = [{"op": "accept", "key": f"topic {c}", "value": text()} for c in range(a.search_cells)]
     queries = [text() for _ in range(a.queries)]
+    qv = HashingEmbedder().embed(queries)
     out: dict[str, Any] = {"cells": a.search_cells, "queries": a.queries, "embedder": "hashing"}
-    found: dict[str, list[list[str]]] = {}
+    found: dict[str, list[list[int]]] = {}
     for kind in ("flat", "hnsw"):
         path = d / f"search-{kind}.db"
         with pmem.open(path, synchronous="OFF", vector_index=kind, embedder=HashingEmbedder()) as store:
             write(store, iter(ops))
             t0 = time.perf_counter()
             vs = store._vector_search()
-            vs.catch_up()
+            position = vs.catch_up()
             setup = time.perf_counter() - t0
             store.catch_up()  # the frontier projection too: store.search reads the cells from it
-            vs.search(queries[0], 12, None, "default")  # warm: eligible set and selector
-            raw = timed_each(lambda q, vs=vs: vs.search(q, 12, None, "default"), queries)
-            found[kind] = [[h.key for h in vs.search(q, 12, None, "default")[1]] for q in queries]
-            full = timed_each(lambda q, store=store: store.search(q, 12), queries)
-            out[kind] = {"index_build_s": round(setup, 1), "vector_search": percentiles(raw),
-                         "store_search": percentiles(full)}
+            vs.search(queries[0], 12, None, "default")  # warm: head set (and, flat, the int8 copies)
+            half = position // 2  # as_of below the head: the set read once for N, then kept
+            vs.search(queries[0], 12, half, "default")
+            samples = time_paths(store, vs, queries, qv, half)
+            found[kind] = [[h.vector_id for h in vs.search(q, 12, None, "default")[1]] for q in queries]
+            out[kind] = {"index_build_s": round(setup, 1), **{n: percentiles(t) for n, t in samples.items()}}
+            out[kind]["ratio_p50_vector_search_vs_numpy"] = round(
+                statistics.median(samples["vector_search"]) / statistics.median(samples["numpy_brute_force"]), 2)
             if kind == "flat":
+                out["flat"]["peak_rss_mb_after_flat"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                # Against the float64 ranking: a returned vector counts as right when it scores at
+                # least the true 12th best less 1e-6 (float32 rounding can swap near-ties).
                 assert vs.index is not None
-                matrix = vs.index.matrix
-                qv = HashingEmbedder().embed(queries)
-                out["numpy_brute_force"] = percentiles(
-                    timed_each(lambda q, m=matrix: np.argpartition(-(m @ q), 12)[:12], list(qv)))
+                m64, right, same = vs.index.matrix.astype(np.float64), [], 0
+                for f, q in zip(found["flat"], qv, strict=True):
+                    s64 = m64 @ q.astype(np.float64)
+                    top = np.argsort(-s64, kind="stable")[:12]
+                    right.append(float(np.mean(s64[f] >= s64[top[-1]] - 1e-6)) if len(f) == 12 else 0.0)
+                    same += set(f) == set(top.tolist())
+                del m64
+                out["flat"]["recall_at_12_vs_float64_exact"] = round(statistics.mean(right), 4)
+                out["flat"]["queries_with_the_float64_top_12_set"] = same
+                # One new event before each search: the head set moves forward by the changed rows.
+                after_write = []
+                for i, q in enumerate(queries[:a.after_write]):
+                    store.accept(f"topic {i}", text())
+                    t0 = time.perf_counter()
+                    vs.search(q, 12, None, "default")
+                    after_write.append(time.perf_counter() - t0)
+                out["flat"]["vector_search_after_one_new_event"] = percentiles(after_write)
     recall = [len(set(h) & set(f)) / max(1, len(f)) for h, f in zip(found["hnsw"], found["flat"], strict=True)]
     out["hnsw"]["recall_at_12_vs_flat"] = round(statistics.mean(recall), 4)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return out
 
 
@@ -245,6 +289,8 @@ def main() -> None:
     ap.add_argument("--search-cells", dest="search_cells", type=int, default=100_000)
     ap.add_argument("--gets", type=int, default=2_000)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--after-write", dest="after_write", type=int, default=100,
+                    help="flat searches timed right after one new event each")
     ap.add_argument("--cli-runs", dest="cli_runs", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip", choices=("log", "search"), help="leave one part out")
