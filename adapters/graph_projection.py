@@ -15,7 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from adapters.progress import Progress, silent
-from adapters.projection_db import ProjectionDb, create_table
+from adapters.projection_db import ProjectionDb
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from projections.replay import IndexedEvent, fold
@@ -46,7 +46,7 @@ class GraphProjection(TrackedProjection):
 
     def _create(self) -> None:
         self._create_tracking()
-        self.conn.execute(create_table(self.conn, TABLE, COLUMNS, PK, nullable=set(COLUMNS) - set(PK)))
+        self.conn.ensure_table(TABLE, COLUMNS, PK, nullable=set(COLUMNS) - set(PK))
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
                           "WHERE closed_at IS NULL")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")

@@ -9,14 +9,14 @@ named after what they write, the counterpart of SQLite's single write lock.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
 
-from adapters.projection_db import Params
+from adapters.projection_db import Params, create_table
 
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -68,6 +68,10 @@ class PgDb:
         with self.raw.transaction():
             self.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield
+
+    def ensure_table(self, table: str, columns: Mapping[str, type], pk: Sequence[str],
+                     nullable: Iterable[str] = ()) -> None:
+        self.execute(create_table(self, table, columns, pk, nullable))
 
     def names(self) -> set[str]:
         rows = self.raw.execute(

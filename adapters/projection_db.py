@@ -9,6 +9,7 @@ lives here and in :mod:`adapters.pg_db`:
   processes catching up the same projection serialise exactly as they do on one SQLite file.
 - ``snapshot()``: one read transaction that sees one committed state.
 - ``upsert``, ``create_table`` and ``names``: the statements and catalog query of each dialect;
+  ``ensure_table``: creates a table if missing (sqlite-utils on SQLite, ``create_table`` on PostgreSQL);
   ``clustered``: what makes a table one B-tree ordered by its primary key (SQLite ``WITHOUT ROWID``;
   nothing on PostgreSQL, whose primary-key index serves the same reads).
 - ``fast_rebuild``: set by :mod:`adapters.backend`, which decides it.
@@ -43,6 +44,9 @@ class ProjectionDb(Protocol):
     def names(self) -> set[str]: ...
 
     def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str: ...
+
+    def ensure_table(self, table: str, columns: Mapping[str, type], pk: Sequence[str],
+                     nullable: Iterable[str] = ()) -> None: ...
 
     def close(self) -> None: ...
 
@@ -92,6 +96,16 @@ class SqliteDb:
             yield
         finally:
             self.raw.execute("COMMIT")
+
+    def ensure_table(self, table: str, columns: Mapping[str, type], pk: Sequence[str],
+                     nullable: Iterable[str] = ()) -> None:
+        """Create ``table`` if it does not exist, through sqlite-utils (its types: int -> INTEGER,
+        str -> TEXT, as :func:`create_table` writes them)."""
+        import sqlite_utils
+
+        optional = set(nullable)
+        sqlite_utils.Database(self.raw, execute_plugins=False).table(table).create(
+            dict(columns), pk=tuple(pk), not_null={c for c in columns if c not in optional}, if_not_exists=True)
 
     def names(self) -> set[str]:
         return {r[0] for r in self.raw.execute("SELECT name FROM sqlite_master")}
