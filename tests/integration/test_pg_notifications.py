@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import threading
 
 import psycopg
 import pytest
 
 import pmem
+from adapters.follower import NotifiedWait
 from adapters.pg_log import PgNotifications
 from tests.conftest import PMEM_BIN, Backend
 
@@ -60,6 +62,22 @@ def test_a_dropped_listening_connection_is_replaced_and_reported_as_a_wake_up(ba
             assert notes.wait(TIMEOUT_S)
         finally:
             notes.close()
+
+
+def test_the_watchdog_finds_events_whose_notification_never_came(backend: Backend) -> None:
+    """A listener on a channel nobody notifies loses every notification: the re-poll still wakes the wait."""
+    if backend.name != "postgres":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
+    with pmem.open(backend.new_url()) as store:
+        deaf = PgNotifications(store.backend.conninfo, "pmem_nobody_notifies", store.backend.label)
+        try:
+            wait = NotifiedWait(store.log_store, deaf, watchdog_s=0.2)
+            assert not wait.wait(0, 0.5, threading.Event())  # nothing there: the timeout ends the wait
+            store.accept("k", "v")
+            assert wait.wait(0, TIMEOUT_S, threading.Event())
+            assert wait.recovered == 1
+        finally:
+            deaf.close()
 
 
 def test_a_worker_on_postgresql_follows_the_log_by_notification_with_its_watchdog_idle(backend: Backend) -> None:
