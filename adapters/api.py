@@ -58,8 +58,8 @@ class Store:
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                  synchronous: str | None = None, reader: str = "projection",
-                 vector_index: str | None = None, embedder: Embedder | None = None,
-                 progress: Progress = silent) -> None:
+                 vector_index: str | None = None, embedder: Embedder | str | None = None,
+                 embedder_base: str | None = None, progress: Progress = silent) -> None:
         if reader not in READERS:
             raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)",
                                    field="reader")
@@ -69,7 +69,14 @@ class Store:
         if self.vector_index not in VECTOR_INDEX_KINDS:
             raise InvalidOperation(f"unknown vector index {self.vector_index!r} (expected "
                                    f"{', '.join(VECTOR_INDEX_KINDS)})", field="vector_index")
-        self._embedder = embedder
+        self._embedder: Embedder | None = None
+        self._embedder_choice: Any = None  # an EmbedderChoice, built on first use
+        if embedder is None or isinstance(embedder, str):
+            from adapters.embedders import EmbedderChoice  # light: no model library
+
+            self._embedder_choice = EmbedderChoice.parse(embedder, api_base=embedder_base)
+        else:
+            self._embedder = embedder
         self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
         self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
@@ -241,13 +248,13 @@ class Store:
 
     @property
     def embedder(self) -> Embedder:
-        """What search embeds with: the injected embedder, else the offline ONNX model behind a text
-        cache in the store file, or in the local cache folder of a PostgreSQL store (built on first use;
-        the model itself loads on its first text)."""
+        """What search embeds with: the injected embedder, else the chosen one (``onnx``, the offline
+        model, by default; ``hashing``; ``litellm:MODEL``) behind a text cache in the store file, or in
+        the local cache folder of a PostgreSQL store (built on first use; a model loads, or a server is
+        asked, on the first text)."""
         if self._embedder is None:
-            from adapters.default_embedder import default_embedder
-
-            self._embedder = self._owned_embedder = default_embedder(self.backend.embedding_cache_path())
+            self._embedder = self._owned_embedder = self._embedder_choice.build(
+                self.backend.embedding_cache_path())
         return self._embedder
 
     def vector_search(self) -> VectorSearch:
@@ -367,8 +374,9 @@ def _disclosures(disclose: Iterable[str]) -> frozenset[str]:
 
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                synchronous: str | None = None, reader: str = "projection", **settings: Any) -> Store:
-    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder``,
-    ``progress``."""
+    """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder`` (an
+    ``Embedder``, or ``"onnx"``, ``"hashing"``, ``"litellm:MODEL"``; default ``$PMEM_EMBEDDER`` or onnx),
+    ``embedder_base`` (the litellm server URL; default ``$PMEM_EMBED_BASE``), ``progress``."""
     return Store(path, namespace=namespace, synchronous=synchronous, reader=reader, **settings)
 
 

@@ -77,6 +77,12 @@ def _build_parser() -> argparse.ArgumentParser:
     common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                         help="no progress bars (they are drawn only when stderr is a terminal)")
+    common.add_argument("--embedder", default=argparse.SUPPRESS, metavar="onnx|hashing|litellm:MODEL",
+                        help="what search, read and soft keys embed with (default: $PMEM_EMBEDDER or onnx, the "
+                             "offline model); litellm:MODEL asks an OpenAI-compatible server, key from "
+                             "$PMEM_EMBED_KEY")
+    common.add_argument("--embedder-base", dest="embedder_base", default=argparse.SUPPRESS, metavar="URL",
+                        help="the litellm embedder's server, e.g. http://127.0.0.1:8000/v1 (default: $PMEM_EMBED_BASE)")
     p = _Parser(prog="pmem", parents=[common],
                 description="P-Mem: an event-sourced memory that keeps what it displaced.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -147,7 +153,8 @@ def _build_parser() -> argparse.ArgumentParser:
     se.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")
 
     ing = sub.add_parser("ingest", parents=[common], help="extract facts from records, annotate, write; receipts")
-    ing.add_argument("file", metavar="FILE|-", help="records: text lines or JSON lines, or - for standard input")
+    ing.add_argument("file", metavar="FILE|-",
+                     help="records: text lines, JSON lines or a LoCoMo JSON file, or - for standard input")
     ing.add_argument("--extractor", default="template", help="template (default) or llm")
     ing.add_argument("--model", help="litellm model string for --extractor llm / --annotator llm "
                                      "(default: env PMEM_LLM_MODEL), e.g. openai/qwen")
@@ -159,8 +166,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="cosine at which a registered key is a merge candidate (default 0.72)")
     um = sub.add_parser("unmerge", parents=[common], help="undo a soft-key merge: KEY goes to its own cell from now on")
     um.add_argument("key")
-    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl"),
-                     help="lines or jsonl (default: jsonl for *.jsonl files, else lines)")
+    ing.add_argument("--format", dest="fmt", choices=("lines", "jsonl", "locomo"),
+                     help="lines, jsonl or locomo (LoCoMo conversations: one record per dialogue turn); "
+                          "default: jsonl for *.jsonl files, else lines")
 
     graph_cli.add_commands(sub, common)
     rd = sub.add_parser("read", parents=[common], help="the context an agent receives for QUESTION (SPEC §6)")
@@ -217,7 +225,7 @@ def run(argv: Sequence[str]) -> int:
         ops = read_batch(data, ns)  # validated before the store is even opened
     from adapters.api import Store
 
-    with Store(db, namespace=ns, progress=_progress(args)) as store:
+    with Store(db, namespace=ns, progress=_progress(args), **_embedder(args)) as store:
         if ops is not None:
             _emit_lines(r.to_dict() for r in store.apply(ops))
         elif args.command in SINGLE_OPS or args.command == "revise":
@@ -265,18 +273,21 @@ def _ingest(args: argparse.Namespace, db: str, ns: str) -> int:
     from adapters.ingest import Ingestor, llm_settings, make_annotator, make_extractor, make_identity, read_records
 
     llm = llm_settings(args.model, args.api_base)
-    extractor = make_extractor(args.extractor, llm)  # before the store exists: a bad choice creates nothing
-    annotator = make_annotator(args.annotator, llm)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
+    extractor = make_extractor(args.extractor, llm, fmt)  # before the store exists: a bad choice creates nothing
+    annotator = make_annotator(args.annotator, llm)
     data = sys.stdin.buffer.read() if args.file == "-" else _read_file(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)
     from adapters.api import Store
     from adapters.progress import tracked
 
-    records = list(read_records(data, fmt))
+    try:
+        records = list(read_records(data, fmt))  # a whole-file format (locomo) is checked here, before the store
+    except InvalidOperation as e:
+        raise InvalidOperation(f"{args.file}: {e}", field=e.field) from None
     progress = _progress(args)
-    with Store(db, namespace=ns, progress=progress) as store:
-        identity = make_identity(store, db, args.soft_keys, args.extractor, llm, args.key_threshold)
+    with Store(db, namespace=ns, progress=progress, **_embedder(args)) as store:
+        identity = make_identity(store, args.soft_keys, args.extractor, llm, args.key_threshold)
         ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
         for receipt in ingestor.run(tracked(records, len(records), "ingest", progress)):
             _emit(receipt)
@@ -307,9 +318,14 @@ def _worker(args: argparse.Namespace, db: str, ns: str) -> int:
         _emit(line)
         sys.stdout.flush()  # a daemon's output goes to a pipe or a log: each batch shows at once
 
-    with Store(db, namespace=ns) as store:
+    with Store(db, namespace=ns, **_embedder(args)) as store:
         emit(run_worker(store, args.projection, interval=interval, batch_size=args.batch_size, emit=emit))
     return 0
+
+
+def _embedder(args: argparse.Namespace) -> dict[str, Any]:
+    """The store's embedder settings from ``--embedder`` / ``--embedder-base`` (else the environment)."""
+    return {"embedder": getattr(args, "embedder", None), "embedder_base": getattr(args, "embedder_base", None)}
 
 
 def _progress(args: argparse.Namespace) -> Any:

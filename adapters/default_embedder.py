@@ -4,24 +4,17 @@ The cache is :class:`adapters.embedding_cache.SqliteEmbeddingCache` in the store
 text embedded once (by search, ingest or a rebuild of the vector index) is never run through the
 model again, across processes and restarts. An in-memory store keeps its cache in memory.
 Nothing here loads the model: :class:`adapters.onnx_embedder.OnnxEmbedder` loads on its first text.
+Other choices (``hashing``, ``litellm:MODEL``) are built the same way by :mod:`adapters.embedders`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
-from adapters.onnx_embedder import OnnxEmbedder
-
-
-class _NoFile(MemoryEmbeddingCache):
-    """A memory cache with the ``close`` a store calls on the cache of its default embedder."""
-
-    def close(self) -> None:
-        """Nothing to release."""
+from adapters.embedders import EmbedderChoice
+from adapters.embedding_cache import CachedEmbedder
 
 
 def default_embedder(path: Path | None) -> CachedEmbedder:
     """``OnnxEmbedder`` cached in the SQLite file ``path`` (None: an in-memory store, cached in memory)."""
-    cache: SqliteEmbeddingCache | _NoFile = _NoFile() if path is None else SqliteEmbeddingCache(path)
-    return CachedEmbedder(OnnxEmbedder(), cache)
+    return EmbedderChoice("onnx").build(path)

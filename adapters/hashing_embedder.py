@@ -39,6 +39,8 @@ class HashingEmbedder:
         return f"hashing-v1-{self._dim}"
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if isinstance(texts, str):  # a string is a sequence of one-character texts: never what was meant
+            raise TypeError("embed() takes a sequence of texts, not one string")
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for row, text in enumerate(texts):
             vec = out[row]

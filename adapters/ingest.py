@@ -3,7 +3,9 @@
 Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
 or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?, "node_type"?}`` or a
 bare JSON string per line; ``confidence``, 0 to 1, replaces the extractor's own: below 0.6 the fact
-contests; ``node_type`` replaces the extractor's graph node type for the record's facts). Every
+contests; ``node_type`` replaces the extractor's graph node type for the record's facts), or
+``locomo`` (the dialogue turns of LoCoMo conversations, see :mod:`adapters.locomo`; a first-person key a
+speaker states becomes ``<speaker>.<key>``, and receipts name the speaker and the turn's source). Every
 record yields at least one receipt: a fact's receipt names the event it became, the op chosen and why,
 and the head after it; a record that gave no fact (or an observation the store refused as input) gets a
 receipt with ``event_index: null`` and the reason. Nothing is dropped silently.
@@ -32,15 +34,15 @@ from adapters.api import Store
 from adapters.llm import LlmSettings
 from domain.errors import ExtractorNotConfigured, InvalidOperation
 from domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
-from domain.extraction.facts import Extraction, Fact
-from domain.extraction.template import TemplateExtractor
+from domain.extraction.facts import Extraction, Fact, speaker_key
+from domain.extraction.template import DialogueTemplateExtractor, TemplateExtractor
 from domain.operations import Evidence, Operation, parse_operation, recorded_noop
 from domain.views import Receipt
 
 if TYPE_CHECKING:
     from adapters.soft_keys import KeyIdentity
 
-FORMATS = ("lines", "jsonl")
+FORMATS = ("lines", "jsonl", "locomo")
 EXTRACTORS = ("template", "llm")
 MAX_BATCH = 1000
 READ_CHUNK = 2000  # records extracted, and their cells read, at a time
@@ -60,6 +62,7 @@ class Record:
     confidence: Any = None  # checked when used: a bad one makes an "invalid observation" receipt
     node_type: Any = None  # replaces the extractor's node types; checked like any operation field
     problem: str | None = None  # why the record could not even be read
+    speaker: str | None = None  # who said it, in a dialogue (LoCoMo): first-person keys become theirs
 
 
 Pending = tuple[Annotation | None, Operation, Record, dict[str, Any]] | dict[str, Any]
@@ -79,10 +82,11 @@ class Extractor(Protocol):
     def extract(self, text: str, record: int) -> Extraction: ...
 
 
-def make_extractor(name: str, llm: LlmSettings | None = None) -> Extractor:
-    """The extractor called ``name``; ``llm`` needs model settings (``--model``)."""
+def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines") -> Extractor:
+    """The extractor called ``name`` for records of format ``fmt``; ``llm`` needs model settings (``--model``).
+    The template extractor reads dialogue (``locomo``) with its statement form only."""
     if name == "template":
-        return TemplateExtractor()
+        return DialogueTemplateExtractor() if fmt == "locomo" else TemplateExtractor()
     if name == "llm":
         if llm is None:
             raise ExtractorNotConfigured("llm extractor not configured: give --model (or set PMEM_LLM_MODEL), "
@@ -115,7 +119,7 @@ def make_annotator(name: str, llm: LlmSettings | None = None) -> Annotator:
     raise InvalidOperation(f"unknown annotator {name!r} (expected rule or llm)", field="annotator")
 
 
-def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSettings | None,
+def make_identity(store: Store, mode: str, extractor: str, llm: LlmSettings | None,
                   threshold: float) -> KeyIdentity | None:
     """Soft key identity for an ingest, or None. ``auto`` turns it on for the llm extractor only: template
     keys are canonical by construction (the extractor names every relation itself)."""
@@ -125,22 +129,24 @@ def make_identity(store: Store, path: str, mode: str, extractor: str, llm: LlmSe
         raise InvalidOperation(f"--key-threshold must be in (0, 1], got {threshold}", field="key-threshold")
     if mode == "off" or (mode == "auto" and extractor != "llm"):
         return None
-    from adapters.embedding_cache import CachedEmbedder, SqliteEmbeddingCache
     from adapters.llm_extractor import LlmKeyJudge
-    from adapters.onnx_embedder import OnnxEmbedder
     from adapters.soft_keys import KeyIdentity
     from domain.extraction.key_identity import same_key
 
-    cache_file = store.backend.embedding_cache_path()  # the store file, or a PostgreSQL store's local cache
-    embedder = CachedEmbedder(OnnxEmbedder(), SqliteEmbeddingCache(path if cache_file is None else cache_file))
     judge = LlmKeyJudge(llm) if llm is not None else same_key
-    return KeyIdentity(store, embedder, threshold=threshold, judge=judge).load()
+    # The store's embedder (onnx by default), behind the text cache in the store file.
+    return KeyIdentity(store, store.embedder, threshold=threshold, judge=judge).load()
 
 
 def read_records(data: bytes, fmt: str) -> Iterator[Record]:
     """Split ``data`` into records; unreadable ones carry the problem instead of text."""
     if fmt not in FORMATS:
-        raise InvalidOperation(f"unknown format {fmt!r} (expected lines or jsonl)", field="format")
+        raise InvalidOperation(f"unknown format {fmt!r} (expected lines, jsonl or locomo)", field="format")
+    if fmt == "locomo":  # one JSON document, checked whole before the first record comes out
+        from adapters.locomo import locomo_records
+
+        yield from locomo_records(data)
+        return
     for n, raw in enumerate(data.split(b"\n"), 1):
         if not raw.strip():
             continue
@@ -239,7 +245,11 @@ class Ingestor:
                              f"number from 0 to 1, got {record.confidence!r}")
         else:
             for i, fact in enumerate(extraction.facts):
-                yield (fact if record.confidence is None else replace(fact, confidence=float(record.confidence))), i
+                if record.confidence is not None:
+                    fact = replace(fact, confidence=float(record.confidence))
+                if record.speaker is not None:
+                    fact = replace(fact, key=speaker_key(record.speaker, fact.key))
+                yield fact, i
 
     def _cell(self, key: str) -> CellSnapshot:
         if key not in self._cells:  # forgotten since the prefetch (contested, or a resent op_id)
@@ -300,7 +310,7 @@ class Ingestor:
             annotation, _, record, extra = item
             receipt = next(receipts)
             if annotation is None:
-                yield {**receipt.to_dict(), "record": record.number, "text": record.text, **extra}
+                yield {**receipt.to_dict(), "record": record.number, "text": record.text, **extra, **_said(record)}
                 continue
             self._remember(annotation.fact.key, receipt)
             d = _written(record, annotation, receipt)
@@ -342,9 +352,15 @@ def _written(record: Record, a: Annotation, r: Receipt) -> dict[str, Any]:
     d["record"] = record.number
     d["assertion"] = a.fact.status
     d["form"] = a.fact.form
+    d.update(_said(record))
     return d
 
 
 def _unwritten(record: Record, key: str | None, reason: str) -> dict[str, Any]:
     return {"event_index": None, "key": key, "op": "noop", "applied": False, "reason": reason, "head": None,
-            "record": record.number, "text": record.text}
+            "record": record.number, "text": record.text, **_said(record)}
+
+
+def _said(record: Record) -> dict[str, Any]:
+    """Who said a dialogue record and where it is (``speaker``, ``source``); nothing for other formats."""
+    return {} if record.speaker is None else {"speaker": record.speaker, "source": record.source}

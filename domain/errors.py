@@ -7,7 +7,8 @@
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
-    │   ├── EmbedderUnavailable the embedding model or its tokenizer cannot be found, verified or loaded
+    │   ├── EmbedderUnavailable the embedding model cannot be found, verified, loaded or reached
+    │   │   └── EmbedderBadResponse  an embedding server answered with something that is not the vectors asked for
     │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
     ├── UnknownProjection       a projection name that does not exist
     ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
@@ -70,9 +71,15 @@ class WorkerAlreadyRunning(StoreError):
 
 
 class EmbedderUnavailable(StoreError):
-    """The embedding model or its tokenizer cannot be found, verified or loaded."""
+    """The embedding model or its tokenizer cannot be found, verified or loaded, or its server reached."""
 
     kind = "embedder unavailable"
+
+
+class EmbedderBadResponse(EmbedderUnavailable):
+    """An embedding server answered, but not with one vector of the expected dimension per text."""
+
+    kind = "embedder bad response"
 
 
 class UnknownProjection(PmemError, ValueError):

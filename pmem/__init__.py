@@ -8,6 +8,8 @@
 from adapters.api import Store, open_store
 from domain.errors import (
     ConflictRetriesExhausted,
+    EmbedderBadResponse,
+    EmbedderUnavailable,
     InvalidBatch,
     InvalidOperation,
     PmemError,
@@ -20,7 +22,8 @@ from domain.views import CellView, Head, History, Receipt, VersionView
 open = open_store  # noqa: A001  (pmem.open(path) reads naturally; the builtin is untouched elsewhere)
 
 __all__ = [
-    "CellView", "ConflictRetriesExhausted", "Evidence", "Head", "History", "InvalidBatch",
+    "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
+    "Evidence", "Head", "History", "InvalidBatch",
     "InvalidOperation", "Operation", "PmemError", "Receipt", "Store", "StoreError", "StoreUnavailable",
     "VersionView", "open", "open_store", "parse_operation",
 ]

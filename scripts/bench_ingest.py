@@ -76,7 +76,7 @@ def split_run(text: str, db: Path, soft_keys: bool) -> dict[str, float]:
     started = time.perf_counter()
     with Store(db) as store:
         t0 = time.perf_counter()
-        identity = make_identity(store, str(db), "on" if soft_keys else "off", "template", None, 0.72)
+        identity = make_identity(store, "on" if soft_keys else "off", "template", None, 0.72)
         load = time.perf_counter() - t0
         ingestor = Ingestor(store, TemplateExtractor(), identity=identity)
         receipts = list(ingestor.run(read_records(text.encode(), "lines")))

@@ -68,6 +68,13 @@ def subject_key(subject: str, attribute: str) -> str:
     return f"{s}.{attribute}" if s else ""
 
 
+def speaker_key(speaker: str, key: str) -> str:
+    """A first-person key (no subject part) said by ``speaker`` in a dialogue: ``<speaker>.<key>``.
+    A key that already names its subject, or a speaker with no usable characters, is left as it is."""
+    slug = subject_slug(speaker)
+    return key if "." in key or not slug else f"{slug}.{key}"
+
+
 def personal_key(attribute: str) -> str:
     """The key of a statement about the user's own ``attribute``."""
     return normalize_key(ascii_fold(attribute))

@@ -18,6 +18,10 @@ A record that fits none, or whose key or value comes out empty, yields no fact a
 Each fact carries its graph node type (SPEC §8): an ALFWorld observation or move is an ``event``, a
 personal statement is about the user's ``persona``, and a cloze fact has the rule-based type of its
 relation (``spouse`` -> ``relationship``, ``place_of_birth`` -> ``event``, :mod:`domain.node_types`).
+
+Dialogue turns (LoCoMo) go to :class:`DialogueTemplateExtractor` instead: only form 2, tried on each
+sentence of the turn. Forms 1 and 3 describe structured streams; on free conversation the cloze
+``The [X] is [Y]`` alone would turn chit-chat ("The photo is from a forest...") into facts.
 """
 
 from __future__ import annotations
@@ -105,6 +109,37 @@ class TemplateExtractor:
         cloze, subject, obj = found
         return _fact(record, text, f"cloze:{cloze.pid}", subject_key(subject, cloze.relation), obj,
                      "asserted", "accept", default_node_type(cloze.relation))
+
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+
+
+class DialogueTemplateExtractor:
+    """Dialogue turns -> facts: the personal statement form (form 2) on each sentence that is not a
+    question (a final ``!`` is dropped like a full stop), nothing else."""
+
+    name = "template"
+
+    def __init__(self) -> None:
+        self._forms = TemplateExtractor()
+
+    def extract(self, text: str, record: int) -> Extraction:
+        """The statements of one turn, or the reason there are none."""
+        if not text.strip():
+            return Extraction(record, text, reason="empty record")
+        facts: list[Fact] = []
+        problems: list[str] = []
+        for part in _SENTENCE_BREAK.split(text.strip()):
+            if part.endswith("?"):  # a question asserts nothing
+                continue
+            found = self._forms._statement(_sentence(part.rstrip("!").rstrip()), record, text)
+            if found is not None:
+                facts.extend(found.facts)
+                problems.extend([found.reason] if found.reason else [])
+        if facts:
+            return Extraction(record, text, facts=tuple(facts))
+        return Extraction(record, text, reason=problems[0] if problems else
+                          "no sentence of the form 'my X is now Y' (the template forms for dialogue)")
 
 
 def _fact(record: int, text: str, form: str, key: str, value: str, status: Status, hint: OpHint,

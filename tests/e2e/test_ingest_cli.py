@@ -93,3 +93,29 @@ def test_an_unreachable_model_server_leaves_a_recorded_noop_per_record(db: str, 
     logged = ok(db, "log")
     assert [e["event_index"] for e in logged] == [r["event_index"] for r in receipts]
     assert ok(db, "frontier") == []
+
+
+def test_ingest_reads_a_locomo_file_one_receipt_per_turn_and_a_bad_one_is_one_line_naming_where(
+        db: str, tmp_path: Path) -> None:
+    import json
+
+    sample = {"sample_id": "mini", "conversation": {
+        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "My home city is now Porto."},
+                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice, I love it there."}]}}
+    f = tmp_path / "mini.json"
+    f.write_text(json.dumps([sample]))
+    receipts = ok(db, "ingest", str(f), "--format", "locomo")
+    assert [(r["record"], r["key"], r["op"], r["speaker"], r["source"]) for r in receipts] == [
+        (1, "ann.home_city", "accept", "Ann", "mini:D1:1"), (2, None, "noop", "Bo", "mini:D1:2")]
+    assert receipts[1]["reason"].startswith("no sentence of the form")
+    (event,) = ok(db, "log")
+    assert (event["observed_at"], event["source"]) == ("2023-05-08T13:56:00", "mini:D1:1")
+
+    del sample["conversation"]["session_1"][1]["dia_id"]
+    f.write_text(json.dumps([sample]))
+    other = tmp_path / "other.db"  # a SQLite file: "nothing created" is checked as no file
+    err = error(pmem(other, "ingest", str(f), "--format", "locomo"))
+    assert err == {"error": "invalid operation", "detail": f"{f}: locomo: sample 1 (mini) session_1 turn 2: "
+                                                           "'dia_id' must be a non-empty string, got None"}
+    assert not other.exists()  # refused before the store was created

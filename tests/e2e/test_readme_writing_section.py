@@ -29,3 +29,7 @@ def test_the_soft_key_walkthrough_merges_reads_and_unmerges(tmp_path: Path) -> N
     assert [r["key"] for r in ingest] == ["5k_pb", "_alias.personal_best_over_5_km", "5k_pb"]
     assert get[0]["value"] == "24:59"
     assert unmerge[0]["head"]["value"] == "personal_best_over_5_km"
+
+
+def test_the_embedder_choice_example_runs() -> None:
+    exec(compile(block("python", "## Choosing the embedder"), "README.md", "exec"), {})

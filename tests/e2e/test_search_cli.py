@@ -64,3 +64,19 @@ def test_reads_other_than_search_do_not_load_faiss_or_numpy() -> None:
     code = ("import sys, adapters.cli, adapters.api; "
             "sys.exit(bool({'faiss', 'numpy'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_search_can_embed_through_an_openai_compatible_server_and_a_bad_embedder_is_a_usage_error(
+        db: str) -> None:
+    from tests.embedding_server import embedding_server
+
+    seed(db)
+    with embedding_server(32) as server:
+        rows = ok(db, "search", "budget", "-k", "1", "--embedder", "litellm:test-embed",
+                  "--embedder-base", server.base)
+        assert rows[0]["key"] == "budget" and server.requests  # the server did the embedding
+    bad = error(pmem(db, "search", "budget", "--embedder", "word2vec"))
+    assert bad == {"error": "invalid operation",
+                   "detail": "unknown embedder 'word2vec' (expected onnx, hashing or litellm:MODEL)"}
+    (hashed,) = ok(db, "search", "budget", "-k", "1", "--embedder", "hashing")
+    assert hashed["key"] == "budget"

@@ -1,4 +1,6 @@
-"""The offline embedder with the real int8 MiniLM model, and its text-keyed cache (memory and SQLite)."""
+"""The offline embedder with the real int8 MiniLM model, and its text-keyed cache (memory and SQLite).
+
+The embedder contract (tests/embedder_contract.py) runs against the model and both caches."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,14 +16,9 @@ import pmem
 from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
 from adapters.onnx_embedder import TOKENIZER_PATH, TOKENIZER_SHA256, OnnxEmbedder, installed_model_path
 from domain.errors import EmbedderUnavailable
+from tests.embedder_contract import PARAPHRASES, EmbedderContract
 
 ROOT = Path(__file__).resolve().parents[2]
-PARAPHRASES = [
-    ("The cat sits on the mat.", "A cat is sitting on a mat."),
-    ("My 5k personal best is 25 minutes 50.", "I ran my fastest 5k in 25:50."),
-    ("The capital of France is Paris.", "Paris is France's capital city."),
-    ("The mug has been moved to the countertop.", "Someone put the mug on the counter."),
-]
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +28,6 @@ def embedder() -> Iterator[OnnxEmbedder]:
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
-
-
-class EmbedderContract:
-    """What every embedder promises (the ``Embedder`` port); subclass with a ``subject`` fixture."""
-
-    TEXTS = [t for pair in PARAPHRASES for t in pair] + ["", "x" * 5000, "Zürich ist schön"]
-
-    def test_it_names_itself_and_its_dimension(self, subject: Any) -> None:
-        assert isinstance(subject.name, str) and subject.name
-        assert isinstance(subject.dim, int) and subject.dim > 0
-
-    def test_it_gives_one_unit_length_float32_row_per_text(self, subject: Any) -> None:
-        v = subject.embed(self.TEXTS)
-        assert v.shape == (len(self.TEXTS), subject.dim) and v.dtype == np.float32
-        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
-
-    def test_rows_follow_the_order_of_the_texts_and_repeat_exactly(self, subject: Any) -> None:
-        v = subject.embed(self.TEXTS)
-        w = subject.embed(self.TEXTS[::-1])
-        assert np.allclose(v, w[::-1], atol=1e-5)
-
-    def test_no_texts_give_an_empty_matrix_and_one_string_is_refused(self, subject: Any) -> None:
-        assert subject.embed([]).shape == (0, subject.dim)
-        with pytest.raises(TypeError):
-            subject.embed("one string")
 
 
 class TestOnnxEmbedder(EmbedderContract):

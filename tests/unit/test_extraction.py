@@ -160,3 +160,24 @@ def test_cue_words_inside_a_value_are_not_cues() -> None:
     assert annotate(f, EMPTY).op == "accept"
     plain = Fact("cup.location", "desk", "asserted", "accept", 0.9, 1, "cup at desk (retracted)", "llm")
     assert annotate(plain, CellSnapshot("desk", "active")).op == "revoke"  # another extractor's unmarked cue
+
+
+# -- dialogue (LoCoMo turns) ----------------------------------------------------------------------
+def test_the_dialogue_template_reads_each_statement_sentence_and_skips_questions_and_other_forms() -> None:
+    from domain.extraction.template import DialogueTemplateExtractor
+
+    x = DialogueTemplateExtractor().extract(
+        "Guess what? My home city is now Porto! Is my job now teacher? The capital of France is Paris.", 7)
+    assert [(f.key, f.value, f.form, f.record) for f in x.facts] == [("home_city", "Porto", "statement", 7)]
+    none = DialogueTemplateExtractor().extract("The photo is from a forest near my hometown.", 8)
+    assert none.facts == () and none.reason and "my X is now Y" in none.reason
+    assert DialogueTemplateExtractor().extract("  ", 9).reason == "empty record"
+
+
+def test_a_speakers_first_person_key_is_put_under_the_speaker() -> None:
+    from domain.extraction.facts import speaker_key
+
+    assert speaker_key("Caroline", "home_city") == "caroline.home_city"
+    assert speaker_key("José M.", "5k_pb") == "jose_m.5k_pb"
+    assert speaker_key("Caroline", "france.capital") == "france.capital"  # it names its own subject
+    assert speaker_key("!!", "home_city") == "home_city"

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Seconds per extraction prompt against a live model server (the local LLM route, scripts/local-llm.sh).
+
+Sends each of a few short records once through the LLM extractor (``adapters.llm_extractor``, up to 3
+attempts per record as in ingest) and reports, per record, the seconds, the model calls and the facts
+kept; then the median seconds per record and per model call. The baseline, measured in the same
+process on the same records, is the template extractor (no model). Needs ``PMEM_LLM_BASE`` (or
+``--base``); it is not part of any test run.
+
+    PMEM_LLM_BASE=http://127.0.0.1:8080/v1 .venv/bin/python scripts/bench_llm.py [--records 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adapters.llm import LlmSettings, _litellm  # noqa: E402
+from adapters.llm_extractor import LlmExtractor  # noqa: E402
+from domain.extraction.template import TemplateExtractor  # noqa: E402
+
+RECORDS = [
+    "My home city is now Porto.",
+    "I think my 5K PB is now 24:59.",
+    "Anna says the project budget is now $40k.",
+    "We had pasta for lunch.",
+    "Update: mug 1 has been moved from cabinet 2 to countertop 1.",
+    "The capital of France is Paris.",
+]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--base", default=os.environ.get("PMEM_LLM_BASE"), help="OpenAI-compatible /v1 URL")
+    p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
+    p.add_argument("--records", type=int, default=4, help=f"how many of the {len(RECORDS)} records to send")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
+    a = p.parse_args()
+    if not a.base:
+        raise SystemExit("bench_llm: give --base or set PMEM_LLM_BASE (scripts/local-llm.sh serves one)")
+    records = RECORDS[:max(1, min(a.records, len(RECORDS)))]
+    _litellm()  # the import (seconds) is not the model's time
+
+    template = TemplateExtractor()
+    started = time.perf_counter()
+    for _ in range(1000):
+        for i, text in enumerate(records, 1):
+            template.extract(text, i)
+    template_s = (time.perf_counter() - started) / (1000 * len(records))
+
+    extractor = LlmExtractor(LlmSettings(a.model, a.base, timeout_s=a.timeout))
+    per_record, per_call = [], []
+    print(f"{'seconds':>8} {'calls':>5}  facts or reason  <- record")
+    for i, text in enumerate(records, 1):
+        calls = extractor.model.calls
+        started = time.perf_counter()
+        x = extractor.extract(text, i)
+        seconds = time.perf_counter() - started
+        n = extractor.model.calls - calls
+        per_record.append(seconds)
+        per_call.append(seconds / max(n, 1))
+        got = [(f.key, f.value, f.status) for f in x.facts] if not x.failed else f"FAILED: {x.reason}"
+        print(f"{seconds:8.1f} {n:5d}  {got}  <- {text!r}")
+    med = statistics.median(per_record)
+    print(f"\nllm extractor ({a.model} at {a.base}): median {med:.1f} s per record "
+          f"(min {min(per_record):.1f}, max {max(per_record):.1f}), median {statistics.median(per_call):.1f} s "
+          f"per model call, over {len(records)} records")
+    print(f"template extractor, same records, same process: {template_s * 1e6:.1f} us per record "
+          f"-> the model is {med / template_s:,.0f}x slower")
+
+
+if __name__ == "__main__":
+    main()

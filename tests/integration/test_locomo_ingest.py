@@ -1,0 +1,134 @@
+"""LoCoMo conversations through ingest (``--format locomo``): one record per dialogue turn, with its
+speaker, its session's time as evidence time and ``<sample_id>:<dia_id>`` as source; every turn ends as
+facts or as a receipt saying why it gave none; a file of the wrong shape is one line naming where."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pmem
+from adapters.ingest import Ingestor, make_extractor, read_records
+from adapters.llm import LlmSettings
+from adapters.llm_extractor import LlmExtractor
+from domain.errors import InvalidOperation
+from tests.conftest import SHARED
+
+LOCOMO = SHARED / "data" / "locomo" / "locomo_conv0-4.json"
+
+
+def conversation(**sessions: Any) -> dict[str, Any]:
+    return {"sample_id": "mini", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo", **sessions},
+            "qa": [{"question": "Where does Ann live?", "answer": "Braga"}]}
+
+
+MINI = [conversation(
+    session_2_date_time="9:05 am on 2 June, 2023",
+    session_2=[
+        {"speaker": "Ann", "dia_id": "D2:1", "text": "Hi again! Actually, my home city is now Braga."},
+        {"speaker": "Bo", "dia_id": "D2:2", "text": "Look at this!", "img_url": ["http://x"],
+         "blip_caption": "a photo of a dog"},
+    ],
+    session_1_date_time="1:56 pm on 8 May, 2023",
+    session_1=[
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "Guess what? My home city is now Porto. The move was long."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "The weather is lovely there, I hear."},
+        {"speaker": "Bo", "dia_id": "D1:3", "text": "My job is now teacher!"},
+        {"speaker": "Ann", "dia_id": "D1:4", "text": ""},
+    ],
+)]
+
+
+def mini_bytes() -> bytes:
+    return json.dumps(MINI).encode()
+
+
+def test_each_turn_becomes_a_record_in_session_order_with_speaker_source_and_session_time() -> None:
+    records = list(read_records(mini_bytes(), "locomo"))
+    assert [(r.number, r.source, r.speaker, r.observed_at) for r in records] == [
+        (1, "mini:D1:1", "Ann", "2023-05-08T13:56:00"),
+        (2, "mini:D1:2", "Bo", "2023-05-08T13:56:00"),
+        (3, "mini:D1:3", "Bo", "2023-05-08T13:56:00"),
+        (4, "mini:D1:4", "Ann", "2023-05-08T13:56:00"),
+        (5, "mini:D2:1", "Ann", "2023-06-02T09:05:00"),
+        (6, "mini:D2:2", "Bo", "2023-06-02T09:05:00"),
+    ]
+    assert records[5].text == "Look at this!"  # the image caption is not what Bo said
+
+
+def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accounts_for_every_turn(
+        store: pmem.Store) -> None:
+    receipts = list(Ingestor(store, make_extractor("template", fmt="locomo"), source="mini.json")
+                    .run(read_records(mini_bytes(), "locomo")))
+    assert {r["record"] for r in receipts} == {1, 2, 3, 4, 5, 6}
+    written = {r["record"]: r for r in receipts if r["event_index"] is not None}
+    assert {n: (r["key"], r["op"], r["speaker"], r["source"]) for n, r in written.items()} == {
+        1: ("ann.home_city", "accept", "Ann", "mini:D1:1"),
+        3: ("bo.job", "accept", "Bo", "mini:D1:3"),
+        5: ("ann.home_city", "reject", "Ann", "mini:D2:1"),  # "Actually, ..." is a correction cue
+    }
+    for r in receipts:
+        if r["event_index"] is None:
+            assert r["op"] == "noop" and r["reason"] and r["speaker"] and r["source"].startswith("mini:")
+    assert store.get("ann.home_city").value == "Braga" and store.get("bo.job").value == "teacher"
+    event = store.log()[0]
+    assert (event["source"], event["observed_at"], event["text"]) == (
+        "mini:D1:1", "2023-05-08T13:56:00", MINI[0]["conversation"]["session_1"][0]["text"])
+
+
+def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_speakers(store: pmem.Store) -> None:
+    answer = json.dumps({"facts": [{"key": "home_city", "value": "Porto", "status": "asserted"},
+                                   {"key": "porto.country", "value": "Portugal", "status": "asserted"}]})
+    extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=[answer]))
+    (first, *_) = read_records(mini_bytes(), "locomo")
+    receipts = list(Ingestor(store, extractor).run([first]))
+    assert [(r["key"], r["op"]) for r in receipts] == [("ann.home_city", "accept"), ("porto.country", "accept")]
+
+
+BAD: list[tuple[bytes, str]] = [
+    (b"[{]", "locomo: not JSON"),
+    (b'[{"sample_id": "s"}]', "locomo: sample 1: expected an object with a 'conversation' object"),
+    (json.dumps([conversation()]).encode(), "locomo: sample 1 (mini): the conversation has no session_<n> lists"),
+    (json.dumps([conversation(session_1=[])]).encode(),
+     "locomo: sample 1 (mini): session_1 has no session_1_date_time string"),
+    (json.dumps([conversation(session_1_date_time="last Tuesday", session_1=[])]).encode(),
+     "locomo: sample 1 (mini): session_1_date_time 'last Tuesday' is neither"),
+    (json.dumps([conversation(session_1_date_time="2023-05-08T13:56", session_1={"a": 1})]).encode(),
+     "locomo: sample 1 (mini) session_1: expected a list of turns, got dict"),
+    (json.dumps([conversation(session_1_date_time="2023-05-08", session_1=[
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}, {"dia_id": "D1:2", "text": "hi"}])]).encode(),
+     "locomo: sample 1 (mini) session_1 turn 2: 'speaker' must be a non-empty string, got None"),
+    (json.dumps([conversation(session_1_date_time="2023-05-08", session_1=[
+        {"speaker": "Ann", "dia_id": "D1:1", "text": 5}])]).encode(),
+     "locomo: sample 1 (mini) session_1 turn 1 (D1:1): 'text' must be a string, got 5"),
+]
+
+
+@pytest.mark.parametrize("data, message", BAD, ids=[m.split(":")[-1][:30] for _, m in BAD])
+def test_a_file_that_is_not_locomo_shaped_is_one_line_naming_where(data: bytes, message: str,
+                                                                    store: pmem.Store) -> None:
+    with pytest.raises(InvalidOperation, match=re.escape(message)) as e:
+        list(Ingestor(store, make_extractor("template", fmt="locomo")).run(read_records(data, "locomo")))
+    assert "\n" not in str(e.value)
+    assert store.last_index() == 0  # the whole file is checked before the first record comes out
+
+
+@pytest.mark.skipif(not LOCOMO.is_file(), reason=f"shared data missing: {LOCOMO}")
+def test_the_real_locomo_conversations_give_one_record_per_turn_and_every_turn_a_receipt(tmp_path: Path) -> None:
+    raw = json.loads(LOCOMO.read_bytes())
+    turns = [(s["sample_id"], t) for s in raw for k, v in s["conversation"].items()
+             if re.fullmatch(r"session_\d+", k) for t in v]
+    records = list(read_records(LOCOMO.read_bytes(), "locomo"))
+    assert len(records) == len(turns)
+    assert {r.source for r in records} == {f"{sid}:{t['dia_id']}" for sid, t in turns}
+    assert all(r.observed_at and r.speaker for r in records)
+    with pmem.open(tmp_path / "locomo.db") as store:
+        receipts = list(Ingestor(store, make_extractor("template", fmt="locomo")).run(records))
+        assert {r["record"] for r in receipts} == {r.number for r in records}
+        silent = [r for r in receipts if r["event_index"] is None and not r["reason"]]
+        assert silent == []
+        assert store.last_index() == sum(1 for r in receipts if r["event_index"] is not None)
