@@ -21,11 +21,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from adapters.eventlog import EventLog
+from adapters.backend import open_backend
 from adapters.progress import Progress, silent
 from adapters.projection_reader import ProjectionReader
 from adapters.sqlite_projection import PROJECTIONS, FrontierProjection, timed
-from adapters.vector_projection import stored_position
+from adapters.stored_log import LazyLog, event_dict
 from domain.errors import InvalidBatch, InvalidOperation
 from domain.keys import cell_id, normalize_key
 from domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, parse_operation
@@ -35,11 +35,13 @@ from projections.graph import EntityGraph, prerequisite_key
 from projections.ports import VECTOR_INDEX_KINDS, Embedder
 from projections.reading import ReadResult
 from projections.replay import ReplayReader, Timeline, empty_view, fold
-from projections.vectors import SearchResult
 
 if TYPE_CHECKING:
+    from adapters.eventlog import EventLog
     from adapters.vector_search import VectorSearch
+    from projections.vectors import SearchResult
 
+LOG_PAGE = 5_000  # rows per read of ``Store.log``
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 READERS = ("projection", "replay")
 DEFAULT_K = 12  # SPEC §6: retrieval returns the top L = 12 cells
@@ -53,7 +55,9 @@ class Store:
 
     Reads are served by the frontier projection (``reader="projection"``, the default), caught up
     to the end of the log before each read; ``reader="replay"`` folds the log instead (the
-    reference the projection is tested against).
+    reference the projection is tested against). On an existing file the event log itself (and
+    ``eventsourcing`` with it) opens only when something needs events: a write, a catch-up of new
+    events, a search (see :mod:`adapters.stored_log`).
     """
 
     def __init__(self, path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
@@ -80,14 +84,26 @@ class Store:
         self.progress = progress  # told about long catch-ups and rebuilds (adapters.progress)
         self._owned_embedder: Any = None  # the default embedder this store built, closed with it
         self._vectors: VectorSearch | None = None  # built on the first search
-        self.log_store = EventLog(path, synchronous=sync)
-        self.backend = self.log_store.backend  # adapters.backend: SQLite or PostgreSQL, chosen from `path`
+        self._path = path
+        self._sync = sync
+        self._log: EventLog | None = None
+        self._log_lock = threading.Lock()
+        self.backend = open_backend(path)  # adapters.backend: SQLite or PostgreSQL, chosen from `path`
+        if not (self.backend.lazy_log and self.backend.log_exists()):
+            self._open_log()  # a new file (the EventLog creates its tables), memory or PostgreSQL
+            self.backend = self.log_store.backend  # the same choice; a memory store's own database name
         try:
             self.projection_db = self.backend.connect_projections("OFF" if sync.upper() == "OFF" else "NORMAL")
-            self.projections = {name: cls(self.projection_db, self.log_store)
+            # A SQLite file store reads the log's head and rows with plain SQL on the same file
+            # (adapters.stored_log); elsewhere the projections go through the EventLog.
+            self._events: LazyLog | EventLog = self._log_reader()
+            self.projections = {name: cls(self.projection_db, self._events)
                                 for name, cls in PROJECTIONS.items()}
         except BaseException:
-            self.log_store.close()
+            if hasattr(self, "projection_db"):
+                self.projection_db.close()
+            if self._log is not None:
+                self._log.close()
             raise
         self.frontier_projection: FrontierProjection = self.projections["frontier"]
         self._lock = threading.RLock()  # one projection connection: one catch-up or read at a time
@@ -96,13 +112,39 @@ class Store:
             else ReplayReader(self.log_store))
 
     # -- lifecycle -----------------------------------------------------------
+    @property
+    def log_store(self) -> EventLog:
+        """The event log (``eventsourcing``), opened on first use."""
+        return self._log or self._open_log()
+
+    def _log_reader(self) -> LazyLog | EventLog:
+        """What the projections and plain reads read the log through: a SQLite file store reads its
+        head and rows with plain SQL on the same file (:mod:`adapters.stored_log`); elsewhere, and
+        always for decoded events, the EventLog."""
+        if not self.backend.lazy_log:
+            return self.log_store
+        lazy = self.backend.lazy_reader(self.projection_db, self._open_log)
+        if lazy is None:  # a file that holds no P-Mem log yet: the EventLog creates its tables
+            self._open_log()
+            lazy = self.backend.lazy_reader(self.projection_db, self._open_log)
+        return lazy or self.log_store
+
+    def _open_log(self) -> EventLog:
+        with self._log_lock:
+            if self._log is None:
+                from adapters.eventlog import EventLog
+
+                self._log = EventLog(self._path, synchronous=self._sync)
+            return self._log
+
     def close(self) -> None:
         if self._owned_embedder is not None:
             self._owned_embedder.cache.close()
         if self._vectors is not None:
             self._vectors.projection.close()
         self.projection_db.close()
-        self.log_store.close()
+        if self._log is not None:
+            self._log.close()
 
     def __enter__(self) -> Store:
         return self
@@ -198,17 +240,25 @@ class Store:
         """Events after index ``after`` (at most ``limit``), as plain dicts."""
         ns = namespace or self.namespace
         out: list[dict[str, Any]] = []
-        for index, e in self.log_store.indexed_events(after + 1, as_of):
-            if e.namespace != ns:
-                continue
-            out.append(event_dict(index, e))
-            if limit is not None and len(out) >= limit:
-                break
-        return out
+        start = after + 1
+        while True:
+            rows = self._log_rows(start, as_of, LOG_PAGE)
+            for row in rows:
+                d = event_dict(row)
+                if d["namespace"] == ns:
+                    out.append(d)
+                    if limit is not None and len(out) >= limit:
+                        return out
+            if len(rows) < LOG_PAGE:
+                return out
+            start = rows[-1][0] + 1
+
+    def _log_rows(self, start: int, stop: int | None, limit: int) -> list[Any]:
+        return self._events.rows(start, stop, limit)
 
     def last_index(self) -> int:
         """The index of the newest event in the whole log (0 when empty)."""
-        return self.log_store.last_index()
+        return self._events.last_index()
 
     # -- search (SPEC §6) ----------------------------------------------------
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
@@ -221,6 +271,8 @@ class Store:
             raise InvalidOperation(f"k must be a positive integer, got {k!r}", field="k")
         if as_of is not None and as_of < 0:
             raise InvalidOperation(f"as_of must be a non-negative event index, got {as_of}", field="as_of")
+        from projections.vectors import SearchResult
+
         ns = namespace or self.namespace
         n, hits = self._vector_search().search(query, k, as_of, ns)
         out = []
@@ -332,11 +384,11 @@ class Store:
         whether it is alive, and the age of its last heartbeat (:mod:`adapters.heartbeat`)."""
         from adapters.heartbeat import workers
 
-        last = self.log_store.last_index()
+        last = self._events.last_index()
         conn = self.projection_db
         with self._lock:
             projections = {**{name: p.stats(last) for name, p in sorted(self.projections.items())},
-                           VECTORS: _position_and_lag(stored_position(conn), last)}
+                           VECTORS: _position_and_lag(_vector_position(conn), last)}
             for name, worker in workers(conn).items():
                 if name in projections:
                     projections[name]["worker"] = worker
@@ -352,15 +404,13 @@ def _position_and_lag(position: int, last: int) -> dict[str, Any]:
     return {"position": position, "lag": max(last - position, 0)}
 
 
-def event_dict(index: int, e: Any) -> dict[str, Any]:
-    d = {"event_index": index, "key": e.key, "op": e.OP, "value": getattr(e, "value", None),
-         "applied": e.applied}
-    for name, v in vars(e).items():
-        if name in ("originator_id", "originator_version", "timestamp", "value") or v is None:
-            continue
-        d[name] = v
-    d["recorded_at"] = e.timestamp.isoformat()
-    return d
+def _vector_position(conn: Any) -> int:
+    """``adapters.vector_projection.stored_position`` without importing that module (it imports
+    eventsourcing, which ``pmem stats`` does not need); a test checks the two agree."""
+    if "pmem_vec_position" not in conn.names():
+        return 0
+    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (VECTORS,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _disclosures(disclose: Iterable[str]) -> frozenset[str]:

@@ -5,7 +5,19 @@
 
 Everything that differs between the two is decided here, once: the eventsourcing persistence module
 and its settings for the log, the connection the projections write to, where the local caches live
-(the FAISS index file and the embedding cache). The rest of P-Mem sees a :class:`Backend`.
+(the FAISS index file and the embedding cache), and two capabilities:
+
+- ``lazy_log``: the store may read the log's head and rows with plain SQL and open the event log
+  (``eventsourcing``) only when something needs events (:mod:`adapters.stored_log`). A SQLite file:
+  yes (read commands then start without importing eventsourcing); memory and PostgreSQL: no, the
+  store opens the log at once.
+- ``fast_rebuild``: a full rebuild of the frontier folds the log cell by cell into shadow tables and
+  swaps them in (:meth:`adapters.sqlite_projection.FrontierProjection.rebuild`). SQLite: yes;
+  PostgreSQL: no, it replays from index 0 by the incremental path (a renamed table keeps its
+  primary-key index name there, so a second shadow table would collide with it). The projection
+  database the backend connects carries the flag.
+
+The rest of P-Mem sees a :class:`Backend`.
 
 Local caches of a PostgreSQL store live under ``$PMEM_CACHE_DIR`` (default
 ``$XDG_CACHE_HOME/pmem`` or ``~/.cache/pmem``), in a folder named after the database and a hash of
@@ -49,6 +61,7 @@ class SqliteBackend:
     db: str  # the SQLite database name eventsourcing opens (a file, or a shared-cache memory URI)
     label: str  # what error messages name
     path: Path | None  # the file, None in memory
+    fast_rebuild = True
 
     @classmethod
     def from_path(cls, path: str | Path) -> SqliteBackend:
@@ -64,6 +77,23 @@ class SqliteBackend:
     def errors(self) -> tuple[type[BaseException], ...]:
         return (sqlite3.Error,)
 
+    @property
+    def lazy_log(self) -> bool:
+        """A file store reads the log with plain SQL on the projections' connection (the same file);
+        a memory store's projections live in a separate database, so it goes through the EventLog."""
+        return self.path is not None
+
+    def log_exists(self) -> bool:
+        """Whether the file is there (a new store opens the EventLog first: it creates the tables)."""
+        return self.path is not None and self.path.is_file()
+
+    def lazy_reader(self, db: Any, open_log: Any) -> Any:
+        """The :class:`adapters.stored_log.LazyLog` over the projections' connection ``db``, or None
+        when this file holds no P-Mem log yet (the EventLog must create it)."""
+        from adapters.stored_log import LazyLog, has_log
+
+        return LazyLog(db.raw, open_log) if has_log(db.raw) else None
+
     def log_env(self, synchronous: str) -> dict[str, str]:
         return {"PERSISTENCE_MODULE": "adapters.sqlite_log:Factory", "SQLITE_DBNAME": self.db,
                 "PMEM_SYNCHRONOUS": synchronous}
@@ -75,7 +105,7 @@ class SqliteBackend:
         from adapters.projection_db import SqliteDb
         from adapters.sqlite_projection import connect
 
-        return SqliteDb(connect(self.db, synchronous))
+        return SqliteDb(connect(self.db, synchronous), fast_rebuild=self.fast_rebuild)
 
     def cache_path(self, name: str) -> Path | None:
         """A local cache file ``name`` (``vec-flat``, ...) next to the store file; None in memory."""
@@ -92,6 +122,8 @@ class PgBackend:
     conninfo: dict[str, Any]  # psycopg.connect keywords: dbname, host, port, user, password
     schema: str
     label: str  # the URL without its password
+    fast_rebuild = False
+    lazy_log = False
 
     @classmethod
     def from_url(cls, url: str) -> PgBackend:
@@ -151,7 +183,7 @@ class PgBackend:
 
         psycopg = _driver()
         try:
-            return PgDb(self.conninfo, self.schema)
+            return PgDb(self.conninfo, self.schema, fast_rebuild=self.fast_rebuild)
         except psycopg.Error as e:
             raise StoreUnavailable(f"cannot open projections in {self.label}: {_first_line(e)}") from e
 

@@ -17,6 +17,8 @@ import orjson
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 
+import domain.cell  # noqa: F401  (registers the event topics resolve_topic looks up)
+
 _DT = "datetime_iso"
 
 
@@ -55,12 +57,27 @@ def decode_state(topic: str, state: bytes) -> tuple[type[Any], dict[str, Any]]:
         d["timestamp"] = datetime.fromisoformat(ts["_data_"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise MapperDeserialisationError(f"cannot decode stored event with topic {topic!r}: {e}") from e
+    return cls, _upcast(cls, d)
+
+
+def decode_fields(topic: str, state: bytes) -> tuple[type[Any], dict[str, Any]]:
+    """Like :func:`decode_state`, but the timestamp stays in its stored form: a full rebuild of the
+    frontier never reads it."""
+    cls = resolve_topic(topic)
+    try:
+        d: dict[str, Any] = orjson.loads(state)
+    except orjson.JSONDecodeError as e:
+        raise MapperDeserialisationError(f"cannot decode stored event with topic {topic!r}: {e}") from e
+    return cls, _upcast(cls, d)
+
+
+def _upcast(cls: type[Any], d: dict[str, Any]) -> dict[str, Any]:
     current = getattr(cls, "class_version", 1)
     version = d.pop("class_version", 1)
     while version < current:
         getattr(cls, f"upcast_v{version}_v{version + 1}")(d)
         version += 1
-    return cls, d
+    return d
 
 
 def decode_event(topic: str, state: bytes, originator_id: UUID | str, originator_version: int) -> Any:

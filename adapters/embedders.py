@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
 from domain.errors import InvalidOperation
+
+if TYPE_CHECKING:  # numpy comes with the cache: a store imports this module, a read command no numpy
+    from adapters.embedding_cache import CachedEmbedder
 
 KINDS = ("onnx", "hashing", "litellm")
 LITELLM_PREFIX = "litellm:"
@@ -55,6 +57,8 @@ class EmbedderChoice:
 
     def build(self, path: Path | None) -> CachedEmbedder:
         """The embedder behind a text cache in the SQLite file ``path`` (None: cached in memory)."""
+        from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+
         inner: Any
         if self.kind == "onnx":
             from adapters.onnx_embedder import OnnxEmbedder
@@ -69,15 +73,8 @@ class EmbedderChoice:
 
             assert self.model is not None
             inner = LitellmEmbedder(LitellmEmbedderSettings(self.model, self.api_base, batch_size=self.batch_size))
-        cache: SqliteEmbeddingCache | _NoFile = _NoFile() if path is None else SqliteEmbeddingCache(path)
+        cache = MemoryEmbeddingCache() if path is None else SqliteEmbeddingCache(path)
         return CachedEmbedder(inner, cache)
-
-
-class _NoFile(MemoryEmbeddingCache):
-    """A memory cache with the ``close`` a store calls on the cache of an embedder it built."""
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def _batch_size(given: int | None) -> int:

@@ -55,6 +55,9 @@ class MemoryEmbeddingCache:
     def __len__(self) -> int:
         return len(self._data)
 
+    def close(self) -> None:
+        """Nothing to release (a store closes the cache of an embedder it built)."""
+
 
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()

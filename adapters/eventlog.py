@@ -25,6 +25,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from adapters.backend import open_backend
 from adapters.codec import OrjsonMapper, decode_event
+from adapters.stored_log import cell_pages
 from domain.cell import CellEvent, MemoryCell, NotApplied
 from domain.decide import execute
 from domain.errors import ConflictRetriesExhausted, StoreUnavailable
@@ -188,6 +189,17 @@ class EventLog(Application[UUID]):
             if len(rows) < READ_BATCH:
                 return
             start = rows[-1][0] + 1
+
+    def rows(self, start: int, stop: int | None, limit: int) -> list[tuple[int, str, int, str, bytes]]:
+        """Raw rows ``(event index, cell id hex, cell revision, topic, state)`` with
+        ``start <= index <= stop`` (``stop`` None: to the end), at most ``limit``."""
+        return list(self._read(self.recorder.select_rows, start, stop, limit))
+
+    def rows_by_cell(self, stop: int) -> Iterator[tuple[int, str, int, str, bytes]]:
+        """Every stored row ``(event index, cell id hex, cell revision, topic, state)`` with index
+        ``<= stop``, cell by cell, each cell's in revision order (see ``stored_log.cell_pages``)."""
+        return cell_pages(lambda after, stop, limit: self._read(self.recorder.select_rows_by_cell, after, stop,
+                                                                limit), stop)
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))

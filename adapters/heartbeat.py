@@ -21,7 +21,7 @@ import socket
 import time
 from typing import Any
 
-from adapters.projection_db import ProjectionDb
+from adapters.projection_db import ProjectionDb, as_db
 from domain.errors import StoreUnavailable, WorkerAlreadyRunning
 
 TABLE = "pmem_workers"
@@ -68,8 +68,10 @@ class DbHeartbeat:
                                          self.heartbeat_s))
 
 
-def workers(conn: ProjectionDb) -> dict[str, dict[str, Any]]:
-    """Every registered worker by projection name (empty when none ever ran); reads only."""
+def workers(conn: Any) -> dict[str, dict[str, Any]]:
+    """Every registered worker by projection name (empty when none ever ran); reads only. ``conn``: a
+    :class:`adapters.projection_db.ProjectionDb` (or a bare SQLite connection)."""
+    conn = as_db(conn)
     if TABLE not in conn.names():
         return {}
     names = [r[0] for r in conn.execute(f"SELECT name FROM {TABLE} ORDER BY name")]

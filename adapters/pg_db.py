@@ -31,9 +31,11 @@ class PgDb:
 
     errors: tuple[type[BaseException], ...] = (psycopg.Error,)
     int_type = "BIGINT"
+    clustered = ""
 
-    def __init__(self, conninfo: dict[str, Any], schema: str) -> None:
+    def __init__(self, conninfo: dict[str, Any], schema: str, *, fast_rebuild: bool = False) -> None:
         self.schema = schema
+        self.fast_rebuild = fast_rebuild
         self.raw = psycopg.connect(**conninfo, autocommit=True)
         self.raw.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
         self._sql: dict[str, str] = {}

@@ -8,7 +8,10 @@ lives here and in :mod:`adapters.pg_db`:
   (``BEGIN IMMEDIATE``); PostgreSQL takes a transaction-scoped advisory lock named ``lock``, so two
   processes catching up the same projection serialise exactly as they do on one SQLite file.
 - ``snapshot()``: one read transaction that sees one committed state.
-- ``upsert``, ``create_table`` and ``names``: the statements and catalog query of each dialect.
+- ``upsert``, ``create_table`` and ``names``: the statements and catalog query of each dialect;
+  ``clustered``: what makes a table one B-tree ordered by its primary key (SQLite ``WITHOUT ROWID``;
+  nothing on PostgreSQL, whose primary-key index serves the same reads).
+- ``fast_rebuild``: set by :mod:`adapters.backend`, which decides it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class ProjectionDb(Protocol):
 
     errors: tuple[type[BaseException], ...]  # the driver's errors, translated by the callers
     int_type: str
+    clustered: str  # appended to CREATE TABLE for a table clustered by its primary key
+    fast_rebuild: bool  # the frontier may rebuild through shadow tables (adapters.backend decides)
 
     def execute(self, sql: str, params: Params = ()) -> Any: ...
 
@@ -56,9 +61,11 @@ class SqliteDb:
 
     errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
     int_type = "INTEGER"
+    clustered = " WITHOUT ROWID"
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, *, fast_rebuild: bool = True) -> None:
         self.raw = conn
+        self.fast_rebuild = fast_rebuild
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.raw.execute(sql, params)

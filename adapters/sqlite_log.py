@@ -140,6 +140,16 @@ class PmemRecorder(SQLiteApplicationRecorder):
             c.execute(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
             return list(c.fetchall())
 
+    def select_rows_by_cell(self, after: tuple[str, int], stop: int, limit: int) -> list[tuple[Any, ...]]:
+        """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop``, in
+        (cell, version) order, the first ``limit`` after the (cell, version) ``after``: one page of a
+        keyset scan of the primary-key index."""
+        from adapters.stored_log import CELL_PAGE_SQL
+
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(CELL_PAGE_SQL.format(table=self.events_table_name), [*after, stop, limit])
+            return list(c.fetchall())
+
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
         found: dict[str, int] = {}
         with self.datastore.transaction(commit=False) as c:

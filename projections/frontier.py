@@ -17,13 +17,16 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from domain.cell import CellEvent, Revoked, Supported
 from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
 
+if TYPE_CHECKING:  # domain.cell imports eventsourcing: a reader that only reads tables does not need it
+    from domain.cell import CellEvent
+
 NAME = "frontier"
-SCHEMA_VERSION = 1  # bump when the tables or their meaning change: stored projections are then rebuilt
+SCHEMA_VERSION = 2  # bump when the tables or their meaning change: stored projections are then rebuilt
+# (2: the tables became WITHOUT ROWID)
 Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
@@ -144,10 +147,10 @@ class FrontierProjector:
             self._status_changed(t, versions[vid].status, vid, index)
         for vid in touched:
             self._version_row(t, versions[vid])
-        if isinstance(event, Supported):
-            self.changes.put("edges", (cid, "supported-by", event.target, index, index))
-        elif isinstance(event, Revoked):
-            self.changes.put("edges", (cid, "revokes", index, event.target, index))
+        if event.OP == "support":
+            self.changes.put("edges", (cid, "supported-by", target, index, index))
+        elif event.OP == "revoke":
+            self.changes.put("edges", (cid, "revokes", index, target, index))
 
     def _created(self, t: Tracked, v: Version, index: int) -> None:
         t.created[v.vid] = index

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from domain.cell import CellEvent
 from domain.state import OPEN, CellState
 from domain.views import CellView, History, VersionView
 
-IndexedEvent = tuple[int, CellEvent]  # (event index, event)
+if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
+    from domain.cell import CellEvent
+
+IndexedEvent = tuple[int, "CellEvent"]  # (event index, event)
 
 
 class EventSource(Protocol):

@@ -7,17 +7,22 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters.sqlite_projection import TRACKING, FrontierProjection
+from adapters import sqlite_projection
+from adapters.sqlite_projection import SHADOW, TRACKING, FrontierProjection
 from projections.frontier import TABLES, Changes
 from tests.conftest import ROOT, Backend
 
@@ -61,6 +66,13 @@ def fresh(backend: Backend, store: pmem.Store, upto: int | None = None) -> Front
     return p
 
 
+def fresh_sqlite(store: pmem.Store) -> FrontierProjection:
+    """A projection built from index 1 into a private SQLite memory database (SQLite-only tests)."""
+    p = FrontierProjection(sqlite3.connect(":memory:", isolation_level=None), store.log_store)
+    p.catch_up()
+    return p
+
+
 def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[int]) -> None:
     """Apply ``ops`` cut into batches, reading between batches (each read catches the projection up)."""
     bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
@@ -72,14 +84,18 @@ def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[in
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=4),
-       batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]))
+       batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]),
+       chunk=st.sampled_from([1, 5, sqlite_projection.REBUILD_CHUNK]))
 @example(steps=[("default", "k1", "accept", "a", 50, None), ("default", "k1", "contest", "b", 50, None),
                 ("default", "k1", "contest", "c", 50, None), ("default", "k1", "resolve", "b", 50, None),
-                ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0)
+                ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0, chunk=1)
 def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
-        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int) -> None:
+        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int, chunk: int) -> None:
     """Each batch is applied and read by a newly opened store (as by a new process), so catching up
-    resumes from the stored rows; ``cache`` bounds the cells the projector keeps between batches."""
+    resumes from the stored rows; ``cache`` bounds the cells the projector keeps between batches.
+    On SQLite the rebuild takes its own path (cell by cell, final rows only, committed in chunks of
+    ``chunk`` events into shadow tables); on PostgreSQL it replays in place. Both must produce the
+    same rows."""
     if not backend.within(pg_examples=30):
         return
     ops = [as_op(s) for s in steps]
@@ -95,9 +111,11 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
         live = dump(store.projection_db)
         assert store.frontier_projection.position() == len(ops)
         assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
-        rebuilt = store.rebuild("frontier")
+        with patch.object(sqlite_projection, "REBUILD_CHUNK", chunk):
+            rebuilt = store.rebuild("frontier")
         assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
         assert dump(store.projection_db) == live  # and one rebuilt in place
+        assert store.frontier_projection.position() == len(ops)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -183,13 +201,65 @@ def test_an_error_inside_a_batch_rolls_back_its_rows_with_the_position_and_the_n
         assert dump(store.projection_db) == dump(fresh(backend, store).conn)
 
 
-def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(db: str) -> None:
+class LogBreaksAfter:
+    """The real log, whose cell-ordered read raises after ``n`` rows (a crash mid-rebuild)."""
+
+    def __init__(self, log: Any, n: int) -> None:
+        self.log, self.n = log, n
+
+    def last_index(self) -> int:
+        return int(self.log.last_index())
+
+    def indexed_events(self, start: int = 1, stop: int | None = None) -> Any:
+        return self.log.indexed_events(start, stop)
+
+    def rows_by_cell(self, stop: int) -> Any:
+        for i, row in enumerate(self.log.rows_by_cell(stop)):
+            if i == self.n:
+                raise RuntimeError("interrupted mid-rebuild")
+            yield row
+
+
+def shadow_tables(conn: Any) -> list[str]:
+    return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE ?", (f"%{SHADOW}",))]
+
+
+def test_a_rebuild_interrupted_midway_leaves_the_old_projection_whole_and_the_next_one_replaces_it(
+        db_path: Path) -> None:
+    with pmem.open(db_path) as store, patch.object(sqlite_projection, "REBUILD_CHUNK", 20):
+        write_log(store, 300, seed=3)
+        store.catch_up()
+        want = dump(store.projection_db)
+        projection = store.frontier_projection
+        log = projection.log
+        projection.log = LogBreaksAfter(log, 150)
+        try:
+            projection.rebuild()
+            raise AssertionError("the rebuild should have raised")
+        except RuntimeError:
+            pass
+        assert shadow_tables(store.projection_db)  # some chunks were committed to the shadow tables
+        assert dump(store.projection_db) == want and projection.position() == 300
+        store.apply([{"op": "accept", "key": "k1", "value": "new"}])
+        assert store.get("k1").value == "new"  # the old projection still catches up and serves reads
+        projection.log = log
+        assert projection.rebuild() == 301
+        assert shadow_tables(store.projection_db) == []
+        assert dump(store.projection_db) == dump(fresh_sqlite(store).conn)
+
+
+@pytest.mark.parametrize("full_replay_from", [1, FrontierProjection.full_replay_from])
+def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(
+        db: str, full_replay_from: int) -> None:
+    """Replayed batch by batch, or (from ``full_replay_from`` events on, where the backend offers
+    it) by the rebuild's path."""
     with pmem.open(db) as store:
         write_log(store, 50, seed=1)
         store.catch_up()
         want = dump(store.projection_db)
         store.projection_db.execute(f"UPDATE {TRACKING} SET version = version - 1")
     with pmem.open(db) as store:
+        store.frontier_projection.full_replay_from = full_replay_from
         assert store.frontier_projection.position() == 0
         assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 50}
         store.frontier()
