@@ -140,7 +140,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="follow the log in this process, applying it to a projection, until SIGTERM/SIGINT")
     wk.add_argument("--projection", required=True, metavar="NAME|all", help="which projection (or all)")
     wk.add_argument("--interval", type=float, default=None,
-                    help="seconds between polls of the log when idle (default: $PMEM_WORKER_INTERVAL or 0.2)")
+                    help="seconds between polls of the log when idle; on PostgreSQL, which notifies the worker, "
+                         "how often a watchdog re-polls in case a notification was lost "
+                         "(default: $PMEM_WORKER_INTERVAL, else 0.2 on SQLite and 1 on PostgreSQL)")
     wk.add_argument("--batch-size", dest="batch_size", type=int,
                     help="events per transaction (default: the projection's own)")
 
@@ -298,13 +300,15 @@ def _worker(args: argparse.Namespace, db: str, ns: str) -> int:
 
     if args.projection != "all" and args.projection not in PROJECTION_NAMES:
         raise UsageError(f"unknown projection {args.projection!r} (expected {', '.join(PROJECTION_NAMES)} or all)")
-    raw = args.interval if args.interval is not None else os.environ.get("PMEM_WORKER_INTERVAL", "0.2")
-    try:
-        interval = float(raw)
-    except ValueError:
-        raise UsageError(f"PMEM_WORKER_INTERVAL must be a number of seconds, got {raw!r}") from None
-    if not interval > 0:
-        raise UsageError(f"--interval must be a positive number of seconds, got {raw}")
+    raw = args.interval if args.interval is not None else os.environ.get("PMEM_WORKER_INTERVAL")
+    interval: float | None = None
+    if raw is not None:
+        try:
+            interval = float(raw)
+        except ValueError:
+            raise UsageError(f"PMEM_WORKER_INTERVAL must be a number of seconds, got {raw!r}") from None
+        if not interval > 0:
+            raise UsageError(f"--interval must be a positive number of seconds, got {raw}")
     if args.batch_size is not None and args.batch_size < 1:
         raise UsageError(f"--batch-size must be a positive number of events, got {args.batch_size}")
     from adapters.api import Store

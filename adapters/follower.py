@@ -17,10 +17,11 @@ How to wait is a strategy (:class:`WaitForEvents`), because backends differ:
 
 - SQLite has no push notifications: :class:`PollingWait` sleeps ``interval`` seconds (in short
   slices, so a stop request is seen at once) and lets the loop re-read the last index.
-- A backend with notifications (PostgreSQL LISTEN/NOTIFY, or eventsourcing's
-  ``recorder.subscribe()``) plugs a :class:`Notifications` source into :class:`NotifiedWait`, which
-  also re-polls the log every ``watchdog_s`` seconds: a lost notification (upstream eventsourcing
-  issues #305/#306) then costs at most one watchdog period, never a stalled worker.
+- PostgreSQL notifies: :class:`adapters.pg_log.PgNotifications` (LISTEN on the channel the log
+  NOTIFYs) is the :class:`Notifications` source of a :class:`NotifiedWait`, which also re-polls
+  the log every ``watchdog_s`` seconds: a lost notification (upstream eventsourcing issues
+  #305/#306) then costs at most one watchdog period, never a stalled worker. Which one a worker
+  uses is decided in :func:`adapters.worker.default_wait`.
 """
 
 from __future__ import annotations

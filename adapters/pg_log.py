@@ -149,3 +149,54 @@ class Factory(PostgresFactory):
 
 def is_pg_error(e: BaseException) -> bool:
     return isinstance(e, psycopg.Error)
+
+
+class PgNotifications:
+    """The NOTIFYs of :meth:`PmemPgRecorder.insert_rows`, heard on a connection of its own that
+    LISTENs on the recorder's channel: the :class:`adapters.follower.Notifications` source of
+    ``pmem worker`` on PostgreSQL.
+
+    This is the listen half of eventsourcing's ``PostgresSubscription`` (``LISTEN channel``, then
+    ``conn.notifies(timeout=..., stop_after=1)``), without its iterator of events and without the
+    ``ProjectionRunner`` on top. Both fit an eventsourcing ``TrackingRecorder`` view that records
+    one event at a time; P-Mem's projections read the log themselves and commit a batch with
+    their own position (:mod:`adapters.tracked_projection`), the same transaction a reader
+    catching up uses. The subscription would select every event a second time, only to be told
+    that there are some. LISTEN is issued here, before the follower first reads the last index,
+    so a NOTIFY sent after that read is queued and never missed between a read and a wait; one
+    that is lost all the same (a dropped connection, upstream eventsourcing issues #305/#306) is
+    the watchdog's job (:class:`adapters.follower.NotifiedWait`). The channel is per database,
+    not per schema: stores in other schemas of the same database wake this one up too, which
+    costs one cheap re-read of the last index.
+    """
+
+    def __init__(self, conninfo: dict[str, Any], channel: str, label: str, connect_timeout: int = 10) -> None:
+        self.conninfo, self.channel, self.label, self.connect_timeout = conninfo, channel, label, connect_timeout
+        self.conn = self._listen()
+
+    def _listen(self) -> psycopg.Connection[Any]:
+        from domain.errors import StoreUnavailable
+
+        try:
+            conn = psycopg.connect(**self.conninfo, autocommit=True, connect_timeout=self.connect_timeout)
+            conn.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
+        except psycopg.Error as e:
+            raise StoreUnavailable(f"cannot listen for new events in {self.label}: "
+                                   f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}") from e
+        return conn
+
+    def wait(self, timeout: float) -> bool:
+        """True when a NOTIFY arrived within ``timeout`` seconds. A broken connection is replaced
+        (and reported as a notification, so the loop re-reads the log at once: anything sent while
+        nobody listened is found there); a server that cannot be reached raises StoreUnavailable."""
+        try:
+            for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                return True
+            return False
+        except psycopg.OperationalError:
+            self.conn.close()
+            self.conn = self._listen()
+            return True
+
+    def close(self) -> None:
+        self.conn.close()

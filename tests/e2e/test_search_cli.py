@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
+from adapters.backend import open_backend
 from tests.e2e.test_cli import error, ok, pmem
 
 CELL_FIELDS = {"key", "value", "status", "alternatives", "namespace", "score", "matched"}
 
 
-def seed(db: Path) -> None:
+def seed(db: str) -> None:
     ok(db, "accept", "5K PB", "27:12")  # 1
     ok(db, "accept", "5K PB", "25:50")  # 2
     ok(db, "accept", "home city", "Paris")  # 3
@@ -20,43 +20,43 @@ def seed(db: Path) -> None:
     ok(db, "accept", "budget", "$30k")  # 5
 
 
-def test_search_prints_json_lines_of_cells_with_a_score_best_first(db_path: Path) -> None:
-    seed(db_path)
-    rows = ok(db_path, "search", "5k pb")
+def test_search_prints_json_lines_of_cells_with_a_score_best_first(db: str) -> None:
+    seed(db)
+    rows = ok(db, "search", "5k pb")
     assert len(rows) == 3 and all(set(r) == CELL_FIELDS for r in rows)
     assert rows[0] == {"key": "5k_pb", "value": "25:50", "status": "active", "alternatives": [],
                        "namespace": "default", "score": rows[0]["score"], "matched": "25:50"}
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    (city,) = ok(db_path, "search", "home city lyon", "-k", "1")
+    (city,) = ok(db, "search", "home city lyon", "-k", "1")
     assert (city["value"], city["status"], city["alternatives"], city["matched"]) == (
         "Paris", "contested", ["Lyon"], "Lyon")
 
 
-def test_search_as_of_reads_the_cells_as_they_were(db_path: Path) -> None:
-    seed(db_path)
-    (then,) = ok(db_path, "search", "5k pb 27:12", "-k", "1", "--as-of", "1")
+def test_search_as_of_reads_the_cells_as_they_were(db: str) -> None:
+    seed(db)
+    (then,) = ok(db, "search", "5k pb 27:12", "-k", "1", "--as-of", "1")
     assert (then["value"], then["matched"]) == ("27:12", "27:12")
-    assert ok(db_path, "search", "anything", "--as-of", "0") == []
-    assert ok(db_path, "--namespace", "other", "search", "5k pb") == []
+    assert ok(db, "search", "anything", "--as-of", "0") == []
+    assert ok(db, "--namespace", "other", "search", "5k pb") == []
 
 
-def test_search_rebuilds_its_deleted_cache_file(db_path: Path) -> None:
-    seed(db_path)
-    before = ok(db_path, "search", "budget")
-    cache = db_path.with_name(db_path.name + ".vec-flat")
+def test_search_rebuilds_its_deleted_cache_file(db: str) -> None:
+    seed(db)
+    before = ok(db, "search", "budget")
+    cache = open_backend(db).cache_path("vec-flat")  # next to the file, or under PMEM_CACHE_DIR
     assert cache.exists()
     cache.unlink()
-    assert ok(db_path, "search", "budget") == before and cache.exists()
+    assert ok(db, "search", "budget") == before and cache.exists()
 
 
-def test_a_bad_k_or_query_is_a_json_error(db_path: Path) -> None:
-    seed(db_path)
+def test_a_bad_k_or_query_is_a_json_error(db: str) -> None:
+    seed(db)
     for args in (["-k", "0"], ["-k", "-2"], ["-k", "many"], ["--as-of", "-1"]):
-        err = error(pmem(db_path, "search", "budget", *args))
+        err = error(pmem(db, "search", "budget", *args))
         assert err["error"] == "usage", err
-    err = error(pmem(db_path, "search", "   "))
+    err = error(pmem(db, "search", "   "))
     assert err["error"] == "invalid operation" and "query" in err["detail"]
-    err = error(pmem(db_path, "search"))
+    err = error(pmem(db, "search"))
     assert err["error"] == "usage"
 
 
@@ -67,16 +67,16 @@ def test_reads_other_than_search_do_not_load_faiss_or_numpy() -> None:
 
 
 def test_search_can_embed_through_an_openai_compatible_server_and_a_bad_embedder_is_a_usage_error(
-        db_path: Path) -> None:
+        db: str) -> None:
     from tests.embedding_server import embedding_server
 
-    seed(db_path)
+    seed(db)
     with embedding_server(32) as server:
-        rows = ok(db_path, "search", "budget", "-k", "1", "--embedder", "litellm:test-embed",
+        rows = ok(db, "search", "budget", "-k", "1", "--embedder", "litellm:test-embed",
                   "--embedder-base", server.base)
         assert rows[0]["key"] == "budget" and server.requests  # the server did the embedding
-    bad = error(pmem(db_path, "search", "budget", "--embedder", "word2vec"))
+    bad = error(pmem(db, "search", "budget", "--embedder", "word2vec"))
     assert bad == {"error": "invalid operation",
                    "detail": "unknown embedder 'word2vec' (expected onnx, hashing or litellm:MODEL)"}
-    (hashed,) = ok(db_path, "search", "budget", "-k", "1", "--embedder", "hashing")
+    (hashed,) = ok(db, "search", "budget", "-k", "1", "--embedder", "hashing")
     assert hashed["key"] == "budget"

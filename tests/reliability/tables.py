@@ -3,7 +3,7 @@
 Rows are compared as sorted lists (not sets), so a row written twice shows up as a difference, and
 so does a count (support, trust) that a batch applied twice would have bumped twice. The vector
 tables count only when they exist; their ids depend on replay order, which a rebuild repeats.
-SQLite today; the PostgreSQL backend reads the same tables through its own connection.
+Both backends: the same tables, read through the store's own projection database.
 """
 
 from __future__ import annotations

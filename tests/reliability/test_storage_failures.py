@@ -5,11 +5,19 @@ could not do what was asked; 2 is kept for bad input), and leaves the store as i
 integrity check passes, every acknowledged operation is there, nothing of the failed call is.
 The full disk and the read-only file system are real: a small tmpfs, mounted for the test (we run
 as root in CI; without the privilege those two tests skip and say why).
+
+On PostgreSQL: an unreachable server (a closed port) and a read-only one (every session in
+``default_transaction_read_only``, set through libpq's ``PGOPTIONS``, as a hot standby or a
+read-only role refuses writes). A full disk stays SQLite-only: on PostgreSQL it would need a
+tablespace on a tmpfs owned by the server's user and a cluster of its own per test, and what fails
+there is the server's own write-ahead log, which PostgreSQL, not P-Mem, keeps sound.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -22,7 +30,7 @@ import pytest
 import pmem
 from tests.e2e.test_cli import error, lines, ok
 from tests.e2e.test_cli import pmem as run_pmem
-from tests.reliability.conftest import integrity_check
+from tests.reliability.conftest import integrity_check, new_store_url
 
 STORE_UNAVAILABLE = "store unavailable"
 
@@ -150,3 +158,39 @@ def test_a_directory_given_as_the_store_is_a_one_line_error(tmp_path: Path) -> N
     r = run_pmem(tmp_path, "get", "k")
     err = error(r)
     assert r.returncode == 1 and err["error"] == STORE_UNAVAILABLE and str(tmp_path) in err["detail"], err
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("args", [("accept", "k", "v"), ("get", "k"), ("stats",), ("worker", "--projection", "all")])
+def test_an_unreachable_postgresql_server_is_a_one_line_error_naming_the_url(
+        backend: str, args: tuple[str, ...]) -> None:
+    if backend != "postgres":
+        pytest.skip("a server that cannot be reached is a PostgreSQL case (SQLite opens a file)")
+    url = f"postgresql://pmem:secret@127.0.0.1:{closed_port()}/pmem"
+    r = run_pmem(url, *args, env=dict(os.environ, POSTGRES_CONNECT_TIMEOUT="3"))
+    err = error(r)
+    assert r.returncode == 1 and err["error"] == STORE_UNAVAILABLE, err
+    assert "postgresql://pmem:***@127.0.0.1" in err["detail"] and "secret" not in err["detail"], err
+
+
+def test_a_read_only_postgresql_server_refuses_writes_with_one_line_and_stays_as_it_was(
+        backend: str, tmp_path: Path) -> None:
+    if backend != "postgres":
+        pytest.skip("SQLite's read-only case is the read-only file system above")
+    db = new_store_url(backend, tmp_path)
+    ok(db, "apply", "-", stdin=batch("a", 30))
+    before = ok(db, "log")
+    read_only = dict(os.environ, PGOPTIONS="-c default_transaction_read_only=on")
+    for args in (("accept", "k1", "new"), ("apply", "-"), ("worker", "--projection", "all")):
+        r = run_pmem(db, *args, stdin=batch("late", 3), env=read_only)
+        err = error(r)
+        assert r.returncode == 1 and err["error"] == STORE_UNAVAILABLE and "read-only" in err["detail"], err
+    assert ok(db, "log") == before
+    with pmem.open(db) as store:
+        assert integrity_check(store) == "ok"

@@ -199,3 +199,22 @@ def test_readers_catching_up_while_a_worker_runs_apply_every_event_exactly_once(
         assert by_reader[name] + by_worker[name] == last, (name, by_reader[name], by_worker[name], last)
         assert by_reader[name] > 0 and by_worker[name] > 1, f"{name}: the race was not exercised"
     rows_equal_a_rebuild(db, vectors=True)
+
+
+def test_a_second_worker_for_a_followed_projection_refuses_to_start_until_the_first_stops(
+        backend: str, tmp_path: Path) -> None:
+    """The heartbeat row is the registration, on either backend: one live worker per projection."""
+    db = new_store_url(backend, tmp_path)
+    with pmem.open(db) as store:
+        write_ops(store, 50, random.Random(7), "a", keys=20)
+    first = Worker(db, "frontier")
+    wait_caught_up(db, ("frontier",), first)
+    second = subprocess.run([PMEM_BIN, "--db", db, "worker", "--projection", "frontier"], capture_output=True,
+                            text=True, cwd=REPO, env=child_env(), timeout=TIMEOUT_S)
+    err = json.loads(second.stderr)
+    assert second.returncode == 1 and err["error"] == "worker already running", second.stderr
+    assert f"pid {first.proc.pid}" in err["detail"], err
+    assert first.stop() == 0, first.stderr()
+    again = Worker(db, "frontier")  # the stopped worker's row no longer counts as alive
+    wait_caught_up(db, ("frontier",), again)
+    assert again.stop() == 0, again.stderr()
