@@ -15,7 +15,7 @@ from typing import Any
 from adapters.llm import JsonModel, LlmSettings
 from domain.extraction.annotate import LOW_CONFIDENCE, Annotation, CellSnapshot, annotate, validate
 from domain.extraction.facts import Extraction, Fact
-from domain.extraction.key_identity import same_key
+from domain.extraction.key_identity import same_key, settled_without_judge
 from domain.extraction.llm_output import FACTS_SCHEMA, find_json_object, parse_facts
 
 EXTRACT_PROMPT = """You extract durable facts from one record for an agent's memory.
@@ -135,6 +135,9 @@ class LlmKeyJudge:
         self.model = JsonModel(settings)
 
     def __call__(self, a: str, b: str) -> tuple[bool, str]:
+        settled = settled_without_judge(a, b)
+        if settled is not None:  # a model is asked only what the rules cannot settle
+            return settled
         result = self.model.ask(JUDGE_PROMPT, f"key A: {a}\nkey B: {b}", JUDGE_SCHEMA, "same_key", _read_same)
         if result.value is None:
             same, why = same_key(a, b)

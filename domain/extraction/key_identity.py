@@ -73,6 +73,20 @@ def _subject(key: str) -> str | None:
     return head if dot and head != "user" else None
 
 
+def settled_without_judge(a: str, b: str) -> tuple[bool, str] | None:
+    """The verdicts no judge may overturn: keys about different subjects never merge, and keys whose
+    normalised tokens are identical always do. None when a judge (a model, or :func:`same_key`) must decide."""
+    if _subject(a) != _subject(b):
+        return False, "different subjects"
+    subject = _subject(a)
+    if subject is not None:
+        a, b = a[len(subject) + 1:], b[len(subject) + 1:]
+    ta = key_tokens(a)
+    if ta and ta == key_tokens(b):
+        return True, "identical after normalisation and synonyms"
+    return None
+
+
 def same_key(a: str, b: str) -> tuple[bool, str]:
     """The deterministic same/different check on two key names (never their values), with why."""
     subject = _subject(a)

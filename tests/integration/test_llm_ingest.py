@@ -15,7 +15,7 @@ import pytest
 import pmem
 from adapters.ingest import FAILURE_KEY, Ingestor, Record, make_annotator, make_extractor
 from adapters.llm import LlmSettings
-from adapters.llm_extractor import LlmAnnotator, LlmExtractor
+from adapters.llm_extractor import LlmAnnotator, LlmExtractor, LlmKeyJudge
 from domain.errors import ExtractorNotConfigured
 from domain.extraction.annotate import EMPTY, CellSnapshot
 from domain.extraction.facts import Extraction, Fact
@@ -112,3 +112,13 @@ def test_a_bare_model_alias_with_an_api_base_means_an_openai_compatible_server()
     assert LlmSettings("qwen", "http://127.0.0.1:9/v1").model == "openai/qwen"
     assert LlmSettings("ollama/qwen", "http://127.0.0.1:9").model == "ollama/qwen"
     assert LlmSettings("gpt-4o-mini").model == "gpt-4o-mini"
+
+
+def test_the_key_judge_asks_the_model_only_what_the_rules_cannot_settle() -> None:
+    judge = LlmKeyJudge(settings('{"same": false, "why": "model says no"}'))
+    # Identical after normalisation and synonyms (pb = personal best, 5k = 5 km): merged, model not asked.
+    assert judge("5k_pb", "personal_best_over_5_km") == (True, "identical after normalisation and synonyms")
+    # Different subjects never merge, whatever a model would say.
+    assert judge("anna.home_city", "ben.home_city") == (False, "different subjects")
+    # Anything else is the model's call.
+    assert judge("home_city", "work_city") == (False, "llm: model says no")
