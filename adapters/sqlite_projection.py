@@ -80,6 +80,7 @@ class FrontierProjection(TrackedProjection):
 
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
+        self.rebuild_chunk = REBUILD_CHUNK  # events whose final rows a full rebuild commits at once
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -137,7 +138,7 @@ class FrontierProjection(TrackedProjection):
 
         A full rebuild folds the log cell by cell (:mod:`projections.frontier_rebuild`), so it writes
         only the final rows, in primary-key order, into shadow tables without secondary indexes,
-        committing every ``REBUILD_CHUNK`` events so writers to the log are never held up for long. One
+        committing every ``rebuild_chunk`` events so writers to the log are never held up for long. One
         last transaction drops the old tables, renames the shadow ones, builds the indexes and sets the
         position. Until that commits the old projection stays whole and readable; a crash before it
         leaves only shadow tables, which the next rebuild drops.
@@ -183,13 +184,13 @@ class FrontierProjection(TrackedProjection):
             self.batch_size = batch_size
 
     def _fill_shadow(self, target: int, bar: Any) -> int:
-        """Fold the log into the shadow tables, committing every ``REBUILD_CHUNK`` events. (A writer
+        """Fold the log into the shadow tables, committing every ``rebuild_chunk`` events. (A writer
         thread inserting one chunk while the next was folded measured no faster on this machine.)"""
         folded = 0
         out = CellRows()
         for cid, rows in groupby(self.log.rows_by_cell(target), key=itemgetter(1)):
             fold_cell(cid, _stored(rows), out)
-            if out.events >= REBUILD_CHUNK:
+            if out.events >= self.rebuild_chunk:
                 folded += self._insert_shadow(out, bar)
                 out = CellRows()
         return folded + self._insert_shadow(out, bar)
@@ -202,26 +203,11 @@ class FrontierProjection(TrackedProjection):
         bar.update(out.events)
         return out.events
 
-    def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
-        """Apply ``events`` (indices ``start+1..stop``) and move the position to ``stop``, in one
-        transaction. Returns 0 without writing when another process moved the position first."""
-        try:
-            with self._transaction():
-                if self.position() != start:
-                    return 0  # someone else applied this batch: the caller re-reads the position
-                if self._cached_at != start:
-                    self.projector.forget()
-                self._seed(self.projector.missing(events))
-                for index, event in events:
-                    self.projector.apply(index, event)
-                self.write(self.projector.flush())
-                self._move_position(stop)
-        except BaseException:
-            self.projector.forget()
-            self._cached_at = -1
-            raise
-        self._cached_at = stop
-        return len(events)
+    def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
+        self._seed(self.projector.missing(events))
+
+    def _write_rows(self, rows: Any) -> None:
+        self.write(rows)
 
     def write(self, changes: Changes) -> None:
         """Upsert every changed row (the caller holds the transaction)."""

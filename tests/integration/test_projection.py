@@ -14,7 +14,6 @@ import time
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -111,8 +110,8 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
         live = dump(store.projection_db)
         assert store.frontier_projection.position() == len(ops)
         assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
-        with patch.object(sqlite_projection, "REBUILD_CHUNK", chunk):
-            rebuilt = store.rebuild("frontier")
+        store.frontier_projection.rebuild_chunk = chunk
+        rebuilt = store.rebuild("frontier")
         assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
         assert dump(store.projection_db) == live  # and one rebuilt in place
         assert store.frontier_projection.position() == len(ops)
@@ -226,7 +225,8 @@ def shadow_tables(conn: Any) -> list[str]:
 
 def test_a_rebuild_interrupted_midway_leaves_the_old_projection_whole_and_the_next_one_replaces_it(
         db_path: Path) -> None:
-    with pmem.open(db_path) as store, patch.object(sqlite_projection, "REBUILD_CHUNK", 20):
+    with pmem.open(db_path) as store:
+        store.frontier_projection.rebuild_chunk = 20
         write_log(store, 300, seed=3)
         store.catch_up()
         want = dump(store.projection_db)
