@@ -64,24 +64,11 @@ class GraphProjection(TrackedProjection):
         self._cached_at = 0
         return self.catch_up(target, progress)
 
-    def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
-        try:
-            with self._transaction():
-                if self.position() != start:
-                    return 0
-                if self._cached_at != start:
-                    self.projector.forget()
-                self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
-                for index, event in events:
-                    self.projector.apply(index, event)
-                self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), self.projector.flush())
-                self._move_position(stop)
-        except BaseException:
-            self.projector.forget()
-            self._cached_at = -1
-            raise
-        self._cached_at = stop
-        return len(events)
+    def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
+        self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
+
+    def _write_rows(self, rows: Any) -> None:
+        self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), rows)
 
     def _seed(self, ids: set[UUID], upto: int) -> None:
         """Fold the earlier events of cells not in memory (a new cell has none) and load its open row."""

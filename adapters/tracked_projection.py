@@ -76,8 +76,32 @@ class TrackedProjection:
         return applied
 
     def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
-        """Apply ``events`` (indices ``start+1..stop``) and call :meth:`_move_position`, in one
-        transaction; return 0 without writing when another process moved the position first."""
+        """Apply ``events`` (indices ``start+1..stop``) and move the position to ``stop``, in one
+        transaction. Returns 0 without writing when another process moved the position first."""
+        try:
+            with self._transaction():
+                if self.position() != start:
+                    return 0  # someone else applied this batch: the caller re-reads the position
+                if self._cached_at != start:
+                    self.projector.forget()
+                self._seed_batch(events, start)
+                for index, event in events:
+                    self.projector.apply(index, event)
+                self._write_rows(self.projector.flush())
+                self._move_position(stop)
+        except BaseException:
+            self.projector.forget()
+            self._cached_at = -1
+            raise
+        self._cached_at = stop
+        return len(events)
+
+    def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
+        """Give the projector the state, as of ``start``, of the batch's cells it does not hold."""
+        raise NotImplementedError
+
+    def _write_rows(self, rows: Any) -> None:
+        """Write what the projector flushed (the caller holds the transaction)."""
         raise NotImplementedError
 
     def _move_position(self, stop: int) -> None:
