@@ -25,7 +25,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from adapters.backend import open_backend
 from adapters.codec import OrjsonMapper, decode_event
-from adapters.stored_log import cell_pages
+from adapters.stored_log import CellRange
 from domain.cell import CellEvent, MemoryCell, NotApplied
 from domain.decide import execute
 from domain.errors import ConflictRetriesExhausted, StoreUnavailable
@@ -195,11 +195,10 @@ class EventLog(Application[UUID]):
         ``start <= index <= stop`` (``stop`` None: to the end), at most ``limit``."""
         return list(self._read(self.recorder.select_rows, start, stop, limit))
 
-    def rows_by_cell(self, stop: int) -> Iterator[tuple[int, str, int, str, bytes]]:
+    def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[tuple[int, str, int, str, bytes]]:
         """Every stored row ``(event index, cell id hex, cell revision, topic, state)`` with index
-        ``<= stop``, cell by cell, each cell's in revision order (see ``stored_log.cell_pages``)."""
-        return cell_pages(lambda after, stop, limit: self._read(self.recorder.select_rows_by_cell, after, stop,
-                                                                limit), stop)
+        ``<= stop`` of the cells in the range ``cells`` (one of ``ranges``; see ``stored_log.range_rows``)."""
+        return list(self._read(self.recorder.select_rows_of_cells, cells, stop, ranges))
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))

@@ -140,15 +140,13 @@ class PmemRecorder(SQLiteApplicationRecorder):
             c.execute(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
             return list(c.fetchall())
 
-    def select_rows_by_cell(self, after: tuple[str, int], stop: int, limit: int) -> list[tuple[Any, ...]]:
-        """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop``, in
-        (cell, version) order, the first ``limit`` after the (cell, version) ``after``: one page of a
-        keyset scan of the primary-key index."""
-        from adapters.stored_log import CELL_PAGE_SQL
+    def select_rows_of_cells(self, cells: tuple[str, str | None], stop: int, ranges: int) -> list[tuple[Any, ...]]:
+        """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop`` of the cells
+        in the range ``cells``, one of ``ranges`` (see ``stored_log.range_rows``)."""
+        from adapters.stored_log import range_rows
 
         with self.datastore.transaction(commit=False) as c:
-            c.execute(CELL_PAGE_SQL.format(table=self.events_table_name), [*after, stop, limit])
-            return list(c.fetchall())
+            return range_rows(c, self.events_table_name, cells, stop, ranges)
 
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
         found: dict[str, int] = {}

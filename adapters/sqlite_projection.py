@@ -14,23 +14,36 @@ Reads go through :class:`adapters.projection_reader.ProjectionReader`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import groupby
-from operator import itemgetter
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from adapters.parallel_rebuild import (
+    append_scratch,
+    attached,
+    cell_ranges,
+    finish_worker,
+    fold_rows,
+    remove,
+    scratch_files,
+    split,
+    start_worker,
+    stop_workers,
+    write_rows,
+)
 from adapters.progress import Progress, silent
 from adapters.projection_db import ProjectionDb, create_table
+from adapters.stored_log import CellRange, RawRow
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
-from projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
-REBUILD_CHUNK = 50_000  # events whose final rows a rebuild writes per transaction
+REBUILD_CHUNK = 250_000  # events per range of cells a full rebuild folds in memory and commits at once
+PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (spawning one costs ~0.5 s)
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
 SHADOW = "__rebuild"  # suffix of the tables a rebuild fills before swapping them in
 INDEXES = {
@@ -50,7 +63,7 @@ class Log(Protocol):
 
     def last_index(self) -> int: ...
 
-    def rows_by_cell(self, stop: int) -> Iterator[tuple[int, str, int, str, bytes]]: ...
+    def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]: ...
 
 
 def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
@@ -80,7 +93,9 @@ class FrontierProjection(TrackedProjection):
 
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
-        self.rebuild_chunk = REBUILD_CHUNK  # events whose final rows a full rebuild commits at once
+        self.rebuild_chunk = REBUILD_CHUNK  # events per range of cells a full rebuild folds and commits at once
+        self.rebuild_workers: int | None = None  # processes a full rebuild folds with (None: the cores)
+        self.parallel_from = PARALLEL_FROM  # events from which a full rebuild spawns processes
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -184,24 +199,43 @@ class FrontierProjection(TrackedProjection):
             self.batch_size = batch_size
 
     def _fill_shadow(self, target: int, bar: Any) -> int:
-        """Fold the log into the shadow tables, committing every ``rebuild_chunk`` events. (A writer
-        thread inserting one chunk while the next was folded measured no faster on this machine.)"""
-        folded = 0
-        out = CellRows()
-        for cid, rows in groupby(self.log.rows_by_cell(target), key=itemgetter(1)):
-            fold_cell(cid, _stored(rows), out)
-            if out.events >= self.rebuild_chunk:
-                folded += self._insert_shadow(out, bar)
-                out = CellRows()
-        return folded + self._insert_shadow(out, bar)
+        """Fold the log into the shadow tables by ranges of cells (:mod:`adapters.parallel_rebuild`):
+        this process folds the first share of the ranges, committing each range on its own, and
+        spawned processes fold the others into scratch files that are then appended in order."""
+        ranges = cell_ranges(max(1, -(-target // self.rebuild_chunk)))
+        shares = split(ranges, self._workers(target, len(ranges)))
+        scratch = scratch_files(self._store_path(), len(shares) - 1)
+        workers: list[Any] = []
+        try:
+            ddl = [create_statement(self.conn, t, t) for t in TABLES]
+            workers = [start_worker(self._store_path(), share, target, path, ddl, len(ranges))
+                       for share, path in zip(shares[1:], scratch, strict=True)]
+            folded = 0
+            for cells in shares[0]:
+                out = fold_rows(self.log.rows_of_cells(cells, target, len(ranges)))
+                with self._transaction():
+                    write_rows(self.conn, out, SHADOW)
+                folded += _advance(bar, out.events)
+            for proc, path in zip(workers, scratch, strict=True):
+                events = finish_worker(proc)
+                with attached(self.conn, path), self._transaction():
+                    append_scratch(self.conn, SHADOW)
+                folded += _advance(bar, events)
+        finally:
+            stop_workers(workers)
+            remove(scratch)
+        return folded
 
-    def _insert_shadow(self, out: CellRows, bar: Any) -> int:
-        with self._transaction():
-            for table, rows in out.rows.items():
-                if rows:
-                    self.conn.executemany(self.insert_statement(table + SHADOW, table), rows)
-        bar.update(out.events)
-        return out.events
+    def _workers(self, target: int, ranges: int) -> int:
+        """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
+        store, else ``rebuild_workers`` (default: the cores), at most one per range."""
+        if target < self.parallel_from or not self._store_path():
+            return 1
+        return max(1, min(self.rebuild_workers or os.cpu_count() or 1, ranges))
+
+    def _store_path(self) -> str:
+        """The file the projection lives in ("" for an in-memory store)."""
+        return str(self.conn.execute("PRAGMA database_list").fetchone()[2])
 
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
         self._seed(self.projector.missing(events))
@@ -218,12 +252,6 @@ class FrontierProjection(TrackedProjection):
     def upsert_statement(self, table: str) -> str:
         columns, pk = TABLES[table]
         return self.conn.upsert(table, list(columns), pk)
-
-    @staticmethod
-    def insert_statement(name: str, table: str) -> str:
-        """A plain ``INSERT`` of ``table``'s columns into ``name`` (a rebuild's shadow table)."""
-        columns = list(TABLES[table][0])
-        return f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
     def _seed(self, ids: list[str]) -> None:
         """Load the stored state of these cells into the projector (new cells have none)."""
@@ -254,13 +282,9 @@ def create_statement(db: ProjectionDb, table: str, name: str) -> str:
     return create_table(db, name, columns, pk, NULLABLE.get(table, ())) + db.clustered
 
 
-def _stored(rows: Iterable[tuple[int, str, int, str, bytes]]) -> Iterator[StoredEvent]:
-    """Stored rows of one cell as ``(event index, revision, event class, fields)``."""
-    from adapters.codec import decode_fields
-
-    for index, _, revision, topic, state in rows:
-        cls, fields = decode_fields(topic, state)
-        yield index, revision, cls, fields
+def _advance(bar: Any, events: int) -> int:
+    bar.update(events)
+    return events
 
 
 from adapters.graph_projection import GraphProjection  # noqa: E402  (it does not import this module)

@@ -201,10 +201,10 @@ def test_an_error_inside_a_batch_rolls_back_its_rows_with_the_position_and_the_n
 
 
 class LogBreaksAfter:
-    """The real log, whose cell-ordered read raises after ``n`` rows (a crash mid-rebuild)."""
+    """The real log, whose read of ranges of cells raises after ``n`` ranges (a crash mid-rebuild)."""
 
     def __init__(self, log: Any, n: int) -> None:
-        self.log, self.n = log, n
+        self.log, self.n, self.reads = log, n, 0
 
     def last_index(self) -> int:
         return int(self.log.last_index())
@@ -212,11 +212,11 @@ class LogBreaksAfter:
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Any:
         return self.log.indexed_events(start, stop)
 
-    def rows_by_cell(self, stop: int) -> Any:
-        for i, row in enumerate(self.log.rows_by_cell(stop)):
-            if i == self.n:
-                raise RuntimeError("interrupted mid-rebuild")
-            yield row
+    def rows_of_cells(self, cells: Any, stop: int, ranges: int) -> Any:
+        if self.reads == self.n:
+            raise RuntimeError("interrupted mid-rebuild")
+        self.reads += 1
+        return self.log.rows_of_cells(cells, stop, ranges)
 
 
 def shadow_tables(conn: Any) -> list[str]:
@@ -232,7 +232,7 @@ def test_a_rebuild_interrupted_midway_leaves_the_old_projection_whole_and_the_ne
         want = dump(store.projection_db)
         projection = store.frontier_projection
         log = projection.log
-        projection.log = LogBreaksAfter(log, 150)
+        projection.log = LogBreaksAfter(log, 7)  # of 15 ranges
         try:
             projection.rebuild()
             raise AssertionError("the rebuild should have raised")
