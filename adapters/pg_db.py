@@ -76,8 +76,17 @@ class PgDb:
     def names(self) -> set[str]:
         rows = self.raw.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %(s)s "
-            "UNION ALL SELECT indexname FROM pg_indexes WHERE schemaname = %(s)s", {"s": self.schema})
+            "UNION ALL SELECT indexname FROM pg_indexes WHERE schemaname = %(s)s "
+            "UNION ALL SELECT viewname FROM pg_views WHERE schemaname = %(s)s", {"s": self.schema})
         return {r[0] for r in rows}
+
+    def views(self) -> set[str]:
+        rows = self.raw.execute("SELECT viewname FROM pg_views WHERE schemaname = %(s)s", {"s": self.schema})
+        return {r[0] for r in rows}
+
+    def create_view(self, name: str, select: str) -> str:
+        """PostgreSQL has no ``CREATE VIEW IF NOT EXISTS``; the callers hold the write lock."""
+        return f"CREATE OR REPLACE VIEW {name} AS {select}"
 
     def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str:
         rest = [c for c in columns if c not in pk]

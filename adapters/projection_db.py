@@ -8,7 +8,8 @@ lives here and in :mod:`adapters.pg_db`:
   (``BEGIN IMMEDIATE``); PostgreSQL takes a transaction-scoped advisory lock named ``lock``, so two
   processes catching up the same projection serialise exactly as they do on one SQLite file.
 - ``snapshot()``: one read transaction that sees one committed state.
-- ``upsert``, ``create_table`` and ``names``: the statements and catalog query of each dialect;
+- ``upsert``, ``create_table``, ``create_view``, ``names`` and ``views``: the statements and catalog
+  queries of each dialect (``names`` lists tables, views and indexes; ``views`` only the views);
   ``ensure_table``: creates a table if missing (sqlite-utils on SQLite, ``create_table`` on PostgreSQL);
   ``clustered``: what makes a table one B-tree ordered by its primary key (SQLite ``WITHOUT ROWID``;
   nothing on PostgreSQL, whose primary-key index serves the same reads).
@@ -42,6 +43,10 @@ class ProjectionDb(Protocol):
     def snapshot(self) -> Any: ...
 
     def names(self) -> set[str]: ...
+
+    def views(self) -> set[str]: ...
+
+    def create_view(self, name: str, select: str) -> str: ...
 
     def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str: ...
 
@@ -109,6 +114,12 @@ class SqliteDb:
 
     def names(self) -> set[str]:
         return {r[0] for r in self.raw.execute("SELECT name FROM sqlite_master")}
+
+    def views(self) -> set[str]:
+        return {r[0] for r in self.raw.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+
+    def create_view(self, name: str, select: str) -> str:
+        return f"CREATE VIEW IF NOT EXISTS {name} AS {select}"
 
     def upsert(self, table: str, columns: Sequence[str], pk: Sequence[str]) -> str:
         return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"

@@ -1,8 +1,10 @@
 """Reads answered from the frontier projection's tables by interval queries (no replay).
 
 A row is valid as of event index N when it started at or before N and had not ended by N:
-``from_index <= N AND (to_index IS NULL OR to_index > N)`` for statuses, ``opened_at <= N`` (with a
-later ``closed_at`` read as still open) for intervals, ``event_index <= N`` for evidence. "Now" is
+``from_index <= N AND (to_index IS NULL OR to_index > N)`` for statuses, ``event_index <= N`` for
+evidence. A cell's open intervals are derived here from its status rows that began by N (the last
+one per version is the status valid at N), not read from the ``intervals`` view, which would run its
+window function for every read; a ``closed_at`` after N reads as still open. "Now" is
 N = :data:`~projections.frontier_view.FOREVER`. Each read runs in one read transaction, so it
 sees one committed position even while another process is catching the projection up.
 """
@@ -14,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
-from projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, clip, summarize
+from projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, open_intervals, summarize
 
 _VALID_STATUS = "s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n)"
 
@@ -58,20 +60,19 @@ class ProjectionReader:
         if found is None:
             return None
         args = {"cid": cid, "n": n}
-        statuses = dict(self.conn.execute(
-            f"SELECT s.vid, s.status FROM version_status s WHERE s.cell_id = :cid AND {_VALID_STATUS}", args))
-        intervals: dict[int, list[tuple[int, int | None]]] = {}
-        for vid, opened, closed in self.conn.execute(
-                "SELECT vid, opened_at, closed_at FROM intervals WHERE cell_id = :cid AND opened_at <= :n "
-                "ORDER BY vid, opened_at", args):
-            intervals.setdefault(vid, []).append(clip(opened, closed, n))
+        statuses: dict[int, list[tuple[str, int, int | None]]] = {}
+        for vid, status, start, end in self.conn.execute(
+                "SELECT vid, status, from_index, to_index FROM version_status WHERE cell_id = :cid "
+                "AND from_index <= :n ORDER BY vid, from_index", args):
+            statuses.setdefault(vid, []).append((status, start, end))
         evidence: dict[int, list[tuple[int, str | None, int]]] = {}
         for vid, index, source, trust in self.conn.execute(
                 "SELECT vid, event_index, source, trust FROM evidence WHERE cell_id = :cid "
                 "AND event_index <= :n ORDER BY vid, event_index", args):
             evidence.setdefault(vid, []).append((index, source, trust))
-        versions = [
-            VersionRows(vid, value, sup, alt, statuses[vid], intervals[vid], evidence[vid])
+        versions = [  # a version's last status row that began by N is its status at N
+            VersionRows(vid, value, sup, alt, statuses[vid][-1][0], open_intervals(statuses[vid], n),
+                        evidence[vid])
             for vid, value, sup, alt in self.conn.execute(
                 "SELECT vid, value, supersedes, alternative_of FROM versions WHERE cell_id = :cid "
                 "AND created_index <= :n ORDER BY vid", args)]

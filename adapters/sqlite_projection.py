@@ -38,7 +38,7 @@ from adapters.projection_db import ProjectionDb, create_table
 from adapters.stored_log import CellRange, RawRow
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
-from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, Changes, FrontierProjector, Row
+from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, Changes, FrontierProjector, Row
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
@@ -50,8 +50,6 @@ INDEXES = {
     "cells_namespace_key": "CREATE UNIQUE INDEX IF NOT EXISTS cells_namespace_key ON cells(namespace, key)",
     "version_status_open": "CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
                            "WHERE to_index IS NULL",
-    "intervals_open": "CREATE INDEX IF NOT EXISTS intervals_open ON intervals(cell_id, vid) "
-                      "WHERE closed_at IS NULL",
 }
 _CHUNK = 500
 
@@ -99,12 +97,13 @@ class FrontierProjection(TrackedProjection):
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
-        """Create the tables and indexes that are missing, and drop and recreate them when they were
-        written by another schema version (the next catch-up replays them)."""
+        """Create the tables, views and indexes that are missing, and drop and recreate them when they
+        were written by another schema version (the next catch-up replays them). An older version's
+        tables need not all be there: version 2 had no ``edge_events``."""
         if self._has_tables() and self.stored_version() in (None, self.version):
             return
         with self._transaction():  # under the write lock: processes opening a new store at once wait
-            if self._has_tables() and self.stored_version() not in (None, self.version):
+            if TRACKING in self.conn.names() and self.stored_version() not in (None, self.version):
                 self._drop_tables()
             if not self._has_tables():
                 self._create_tables()
@@ -112,29 +111,45 @@ class FrontierProjection(TrackedProjection):
         self._cached_at = 0
 
     def _has_tables(self) -> bool:
-        return {TRACKING, *TABLES, *INDEXES} <= self.conn.names()
+        return {TRACKING, *TABLES, *INDEXES} <= self.conn.names() and set(VIEWS) <= self.conn.views()
 
     def _create_tables(self, suffix: str = "", *, indexes: bool = True) -> None:
         """Create the tables (named ``table + suffix``), and their secondary indexes unless a rebuild
         creates those after filling the tables. On SQLite the tables are ``WITHOUT ROWID``: each is one
         B-tree clustered by its primary key, so a cell's rows sit together and a row is written once.
-        (The DDL is written here, not by sqlite-utils: it cannot create ``WITHOUT ROWID`` tables.)"""
+        (The DDL is written here, not by sqlite-utils: it cannot create ``WITHOUT ROWID`` tables.)
+        The views over the tables are created with the unsuffixed ones only."""
         self._create_tracking()
         for table in TABLES:
             self.conn.execute(create_statement(self.conn, table, table + suffix))
+        if not suffix:
+            self._create_views()
         if indexes:
             self._create_indexes()
+
+    def _create_views(self) -> None:
+        for name, select in VIEWS.items():
+            self.conn.execute(self.conn.create_view(name, select))
 
     def _create_indexes(self) -> None:
         for sql in INDEXES.values():
             self.conn.execute(sql)
 
     def _drop_tables(self, suffix: str = "") -> None:
-        """Drop the rows and the position together (the caller holds the transaction)."""
+        """Drop the rows and the position together (the caller holds the transaction); without a
+        suffix, the views first (PostgreSQL refuses to drop a table a view reads), and the tables an
+        older schema version kept under the names the views now have."""
+        tables = [table + suffix for table in TABLES]
         if not suffix:
             self._forget_position()
-        for table in TABLES:
-            self.conn.execute(f"DROP TABLE IF EXISTS {table}{suffix}")
+            views = self.conn.views()
+            for name in VIEWS:
+                if name in views:
+                    self.conn.execute(f"DROP VIEW {name}")
+                else:
+                    tables.append(name)
+        for table in tables:
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     # -- catching up -------------------------------------------------------------
     def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
@@ -151,11 +166,13 @@ class FrontierProjection(TrackedProjection):
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         """Replay the log from index 1 (up to ``target``) into new tables, then swap them in.
 
-        A full rebuild folds the log cell by cell (:mod:`projections.frontier_rebuild`), so it writes
-        only the final rows, in primary-key order, into shadow tables without secondary indexes,
-        committing every ``rebuild_chunk`` events so writers to the log are never held up for long. One
-        last transaction drops the old tables, renames the shadow ones, builds the indexes and sets the
-        position. Until that commits the old projection stays whole and readable; a crash before it
+        A full rebuild folds the log by ranges of cell id, each range in memory and cell by cell
+        (:mod:`projections.frontier_rebuild`, :mod:`adapters.parallel_rebuild`), so it writes only the
+        final rows, in primary-key order, into shadow tables without secondary indexes, committing
+        every range (``rebuild_chunk`` events) so writers to the log are never held up for long; from
+        ``parallel_from`` events on, worker processes fold a share of the ranges each. One last
+        transaction drops the old tables, renames the shadow ones, builds the views and indexes and
+        sets the position. Until that commits the old projection stays whole and readable; a crash before it
         leaves only shadow tables, which the next rebuild drops.
 
         Where the backend does not offer it (``fast_rebuild``, see :mod:`adapters.backend`), the
@@ -172,9 +189,10 @@ class FrontierProjection(TrackedProjection):
                 self._create_tables(SHADOW, indexes=False)
             folded = self._fill_shadow(target, bar)
             with self._transaction():
-                self._drop_tables()
+                self._drop_tables()  # the views too: SQLite cannot rename a table while a view is broken
                 for table in TABLES:
                     self.conn.execute(f"ALTER TABLE {table}{SHADOW} RENAME TO {table}")
+                self._create_views()
                 self._create_indexes()
                 self._move_position(target)
         except self.conn.errors as e:
@@ -261,7 +279,6 @@ class FrontierProjection(TrackedProjection):
             queries = {
                 "cells": f"SELECT * FROM cells WHERE cell_id IN ({marks})",
                 "versions": f"SELECT * FROM versions WHERE cell_id IN ({marks})",
-                "intervals": f"SELECT * FROM intervals WHERE cell_id IN ({marks}) AND closed_at IS NULL",
                 "version_status": f"SELECT * FROM version_status WHERE cell_id IN ({marks}) "
                                   f"AND to_index IS NULL",
             }
@@ -271,8 +288,7 @@ class FrontierProjection(TrackedProjection):
                     found.setdefault(row[0], {}).setdefault(table, []).append(row)
             for rows in found.values():
                 (cell,) = rows["cells"]
-                self.projector.seed(cell, rows.get("versions", []), rows.get("intervals", []),
-                                    rows.get("version_status", []))
+                self.projector.seed(cell, rows.get("versions", []), rows.get("version_status", []))
 
 
 def create_statement(db: ProjectionDb, table: str, name: str) -> str:

@@ -3,9 +3,10 @@
 Pure: :class:`FrontierProjector` consumes ``(event_index, event)`` and produces the rows an adapter
 writes into its tables (schema in :data:`TABLES`). It keeps the state of the cells it has seen in
 memory, applies each event through the domain's own transitions (so no rule is re-derived here) and
-turns the version ids they report as changed into interval and status-history rows, the same way
-:class:`projections.replay.Timeline` does. The adapter seeds it with the stored state of a cell
-before the cell's first event in a batch (see :meth:`FrontierProjector.missing` and :meth:`seed`).
+turns the version ids they report as changed into status-history rows, from which the open
+intervals of :class:`projections.replay.Timeline` follow (the ``intervals`` view of :data:`VIEWS`).
+The adapter seeds it with the stored state of a cell before the cell's first event in a batch (see
+:meth:`FrontierProjector.missing` and :meth:`seed`).
 
 Every row is keyed by its primary key, so writing the rows of a batch is an idempotent upsert and
 a batch may change one row several times: the last change wins.
@@ -25,8 +26,9 @@ if TYPE_CHECKING:  # domain.cell imports eventsourcing: a reader that only reads
     from domain.cell import CellEvent
 
 NAME = "frontier"
-SCHEMA_VERSION = 2  # bump when the tables or their meaning change: stored projections are then rebuilt
-# (2: the tables became WITHOUT ROWID)
+SCHEMA_VERSION = 3  # bump when the tables or their meaning change: stored projections are then rebuilt
+# (2: the tables became WITHOUT ROWID; 3: ``intervals`` and the supersedes/alternative-of edges became
+# views over version_status and versions, fewer rows written per event, and ``edge_events`` holds the rest)
 Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
@@ -36,19 +38,40 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
     "versions": ({"cell_id": str, "vid": int, "value": str, "status": str, "supersedes": int,
                   "alternative_of": int, "trust": int, "support": int, "sources": str,
                   "created_index": int}, ("cell_id", "vid")),
-    "intervals": ({"cell_id": str, "vid": int, "opened_at": int, "closed_at": int},
-                  ("cell_id", "vid", "opened_at")),
     "version_status": ({"cell_id": str, "vid": int, "status": str, "from_index": int, "to_index": int},
                        ("cell_id", "vid", "from_index")),
     "evidence": ({"cell_id": str, "vid": int, "event_index": int, "source": str, "trust": int},
                  ("cell_id", "vid", "event_index")),
-    "edges": ({"cell_id": str, "kind": str, "src": int, "dst": int, "event_index": int},
-              ("cell_id", "kind", "src", "dst")),
+    "edge_events": ({"cell_id": str, "kind": str, "src": int, "dst": int, "event_index": int},
+                    ("cell_id", "kind", "src", "dst")),  # only supported-by and revokes edges
 }
 _PK: dict[str, Callable[[Row], Any]] = {
     t: itemgetter(*(list(cols).index(c) for c in pk)) for t, (cols, pk) in TABLES.items()}
-NULLABLE = {"versions": {"supersedes", "alternative_of"}, "intervals": {"closed_at"},
-            "version_status": {"to_index"}, "evidence": {"source"}}
+NULLABLE = {"versions": {"supersedes", "alternative_of"}, "version_status": {"to_index"}, "evidence": {"source"}}
+
+_OPEN_SQL = ", ".join(f"'{s}'" for s in sorted(OPEN))
+# Views over the tables, in the SQL common to SQLite (3.25+: window functions) and PostgreSQL, with the
+# columns of the tables they replaced. ``intervals``: the maximal runs of OPEN statuses of a version
+# (gaps and islands: a run is numbered by the count of non-open rows before it); a run's rows are
+# contiguous (each row's to_index is the next one's from_index), so it closes at its last row's
+# to_index, NULL while that row is current. ``edges``: supersedes and alternative-of are columns of
+# the new version, created with it; supported-by and revokes come from their own events.
+VIEWS: dict[str, str] = {
+    "intervals": (
+        "SELECT cell_id, vid, MIN(from_index) AS opened_at, "
+        "CASE WHEN COUNT(to_index) = COUNT(*) THEN MAX(to_index) END AS closed_at "
+        "FROM (SELECT cell_id, vid, status, from_index, to_index, "
+        f"SUM(CASE WHEN status IN ({_OPEN_SQL}) THEN 0 ELSE 1 END) OVER "
+        "(PARTITION BY cell_id, vid ORDER BY from_index ROWS UNBOUNDED PRECEDING) AS run "
+        "FROM version_status) AS s "
+        f"WHERE status IN ({_OPEN_SQL}) GROUP BY cell_id, vid, run"),
+    "edges": (
+        "SELECT cell_id, 'supersedes' AS kind, vid AS src, supersedes AS dst, created_index AS event_index "
+        "FROM versions WHERE supersedes IS NOT NULL "
+        "UNION ALL SELECT cell_id, 'alternative-of', vid, alternative_of, created_index "
+        "FROM versions WHERE alternative_of IS NOT NULL "
+        "UNION ALL SELECT cell_id, kind, src, dst, event_index FROM edge_events"),
+}
 
 
 @dataclass(slots=True)
@@ -66,14 +89,13 @@ class Changes:
 
 @dataclass(slots=True)
 class Tracked:
-    """What the projector knows of one cell: its state and the currently open rows."""
+    """What the projector knows of one cell: its state and its current status rows."""
 
     cell_id: str
     state: CellState
     first_index: int = 0
     last_index: int = 0
     created: dict[int, int] = field(default_factory=dict)  # vid -> event index that created it
-    open_since: dict[int, int] = field(default_factory=dict)  # vid -> opened_at of its open interval
     status_since: dict[int, tuple[str, int]] = field(default_factory=dict)  # vid -> (status, from_index)
 
 
@@ -90,10 +112,9 @@ class FrontierProjector:
         """Cell ids (hex) of these events whose state must be seeded from storage first."""
         return sorted({e.originator_id.hex for _, e in events} - self.cells.keys())
 
-    def seed(self, cell: Sequence[Any], versions: Iterable[Row], open_intervals: Iterable[Row],
-             open_statuses: Iterable[Row]) -> None:
+    def seed(self, cell: Sequence[Any], versions: Iterable[Row], open_statuses: Iterable[Row]) -> None:
         """Load a cell from its stored rows: its ``cells`` row, its ``versions`` rows, and the
-        ``intervals`` and ``version_status`` rows that are still open."""
+        ``version_status`` rows that are still open (the current status of each version)."""
         cid, namespace, key, first_index, last_index = cell
         state = CellState(namespace, key)
         t = Tracked(cid, state, first_index, last_index)
@@ -105,7 +126,6 @@ class FrontierProjector:
                 state.head_vid = vid
             elif status == ALTERNATIVE:
                 state.alternative_vids.append(vid)
-        t.open_since = {vid: opened for _, vid, opened, _ in open_intervals}
         t.status_since = {vid: (status, since) for _, vid, status, since, _ in open_statuses}
         self.cells[cid] = t
 
@@ -135,7 +155,7 @@ class FrontierProjector:
         self.changes.put("cells", (cid, t.state.namespace, t.state.key, t.first_index, index))
         touched = set(changed)
         for vid in range(before, len(versions)):
-            self._created(t, versions[vid], index)
+            t.created[vid] = index  # its supersedes/alternative-of edges are columns of its row
             touched.add(vid)
         target = getattr(event, "target", None)
         for vid in {*range(before, len(versions)), *([target] if target is not None else [])}:
@@ -148,16 +168,9 @@ class FrontierProjector:
         for vid in touched:
             self._version_row(t, versions[vid])
         if event.OP == "support":
-            self.changes.put("edges", (cid, "supported-by", target, index, index))
+            self.changes.put("edge_events", (cid, "supported-by", target, index, index))
         elif event.OP == "revoke":
-            self.changes.put("edges", (cid, "revokes", index, target, index))
-
-    def _created(self, t: Tracked, v: Version, index: int) -> None:
-        t.created[v.vid] = index
-        if v.supersedes is not None:
-            self.changes.put("edges", (t.cell_id, "supersedes", v.vid, v.supersedes, index))
-        if v.alternative_of is not None:
-            self.changes.put("edges", (t.cell_id, "alternative-of", v.vid, v.alternative_of, index))
+            self.changes.put("edge_events", (cid, "revokes", index, target, index))
 
     def _status_changed(self, t: Tracked, status: str, vid: int, index: int) -> None:
         cid = t.cell_id
@@ -167,13 +180,6 @@ class FrontierProjector:
                 self.changes.put("version_status", (cid, vid, current[0], current[1], index))
             self.changes.put("version_status", (cid, vid, status, index, None))
             t.status_since[vid] = (status, index)
-        since = t.open_since.get(vid)
-        if status in OPEN and since is None:
-            self.changes.put("intervals", (cid, vid, index, None))
-            t.open_since[vid] = index
-        elif since is not None and status not in OPEN:
-            self.changes.put("intervals", (cid, vid, since, index))
-            del t.open_since[vid]
 
     def _version_row(self, t: Tracked, v: Version) -> None:
         self.changes.put("versions", (t.cell_id, v.vid, v.value, v.status, v.supersedes, v.alternative_of,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domain.state import OPEN, CellState
+from domain.state import CellState
 from projections.frontier import TABLES, Row
 
 
@@ -55,10 +55,8 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
     created: dict[int, int] = {}  # vid -> event index that created it
     status_rows: dict[tuple[int, int], Row] = {}  # (vid, from_index) -> row: same keys as the table
     status_since: dict[int, tuple[str, int]] = {}
-    interval_rows: dict[tuple[int, int], Row] = {}  # (vid, opened_at) -> row
-    open_since: dict[int, int] = {}
     evidence = out.rows["evidence"]
-    edges = out.rows["edges"]
+    edges = out.rows["edge_events"]
     first = last = 0
     n = 0
     for index, revision, cls, f in events:
@@ -73,10 +71,6 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
         for vid in range(before, len(versions)):  # new versions: created here, with their evidence
             v = versions[vid]
             created[vid] = index
-            if v.supersedes is not None:
-                edges.append((cid, "supersedes", vid, v.supersedes, index))
-            if v.alternative_of is not None:
-                edges.append((cid, "alternative-of", vid, v.alternative_of, index))
             if v.evidence and v.evidence[-1] == revision:
                 evidence.append((cid, vid, index, f["source"], f["trust"]))
         target = f.get("target")
@@ -92,14 +86,6 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
                     status_rows[vid, current[1]] = (cid, vid, current[0], current[1], index)
                 status_rows[vid, index] = (cid, vid, status, index, None)
                 status_since[vid] = (status, index)
-            since = open_since.get(vid)
-            if since is None:
-                if status in OPEN:
-                    interval_rows[vid, index] = (cid, vid, index, None)
-                    open_since[vid] = index
-            elif status not in OPEN:
-                interval_rows[vid, since] = (cid, vid, since, index)
-                del open_since[vid]
         op = cls.OP
         if op == "support":
             edges.append((cid, "supported-by", target, index, index))
@@ -113,4 +99,3 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
         (cid, v.vid, v.value, v.status, v.supersedes, v.alternative_of, v.trust, v.support,
          json.dumps(v.sources) if v.sources else "[]", created[v.vid]) for v in versions)
     out.rows["version_status"].extend(status_rows.values())
-    out.rows["intervals"].extend(interval_rows.values())

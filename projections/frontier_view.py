@@ -1,6 +1,7 @@
 """Reading the frontier projection: a cell as of event index N, assembled from interval rows.
 
-Pure: the adapter queries the rows valid at N (``from_index <= N < to_index`` and the like) and
+Pure: the adapter queries the rows valid at N (``from_index <= N < to_index`` and the like),
+:func:`open_intervals` derives each version's open intervals from its status rows, and
 :func:`assemble` turns them into a :class:`ProjectedCell`, which answers ``view`` and ``history``
 exactly as :class:`projections.replay.Timeline` does for the fold of the first N events.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.state import ACTIVE, ALTERNATIVE, CONTESTED
+from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN
 from domain.views import CellView, History, VersionView
 
 FOREVER = 2**62  # ``as_of`` for "now": later than any event index
@@ -84,3 +85,23 @@ def summarize(namespace: str, key: str, open_versions: Iterable[tuple[str, str]]
 def clip(opened_at: int, closed_at: int | None, as_of: int) -> tuple[int, int | None]:
     """An interval as the fold of the first ``as_of`` events saw it: not yet closed if it closed later."""
     return opened_at, closed_at if closed_at is not None and closed_at <= as_of else None
+
+
+def open_intervals(statuses: Iterable[tuple[str, int, int | None]], as_of: int) -> list[tuple[int, int | None]]:
+    """A version's open intervals as of ``as_of`` from its status rows ``(status, from_index,
+    to_index)`` that began by then, in ``from_index`` order: the maximal runs of OPEN statuses, each
+    clipped like the ``intervals`` view's rows are (see :data:`projections.frontier.VIEWS`)."""
+    spans: list[tuple[int, int | None]] = []
+    opened: int | None = None
+    closed: int | None = None
+    for status, start, end in statuses:
+        if status in OPEN:
+            if opened is None:
+                opened = start
+            closed = end
+        elif opened is not None:
+            spans.append(clip(opened, closed, as_of))
+            opened = None
+    if opened is not None:
+        spans.append(clip(opened, closed, as_of))
+    return spans

@@ -8,7 +8,8 @@
    the cores, into shadow tables swapped in at the end) against the baseline of a raw ``SELECT state``
    of the same event rows plus ``json.loads`` of each (``orjson.loads`` shown too). Ratio = rebuild
    events/s / baseline events/s. Also: the processes it used, the largest worker's peak RSS, and the
-   fold alone on one core (a quarter of the cells, rows read beforehand, nothing written).
+   fold alone on one core (a quarter of the cells, rows read beforehand, nothing written), and the
+   rows each frontier table holds per event afterwards (what the rebuild inserted).
 3. **as_of get**: ``store.get(key, as_of=N)`` for ``--gets`` random (cell, N) pairs: p50 and p99,
    from the projection's interval queries and (baseline) from the replay reader folding the cell,
    measured the way a user hits it: in a fresh reader process that opens the store (after 200
@@ -156,7 +157,8 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
                           "ratio_vs_json_loads": round(rate / base_json, 2),
                           "ratio_vs_orjson_loads": round(rate / base_orjson, 2),
                           "fold_alone_one_core_per_s": round(fold_rate),
-                          "fold_alone_ratio_vs_json_loads": round(fold_rate / base_json, 2)}
+                          "fold_alone_ratio_vs_json_loads": round(fold_rate / base_json, 2),
+                          "rows_per_event": rows_per_event(store)}
         rng = random.Random(a.seed + 1)
         last = store.last_index()
         pairs = [(f"cell {rng.randrange(a.cells)}", rng.randint(1, last)) for _ in range(a.gets)]
@@ -173,6 +175,15 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
                                  "db_size_mb": round(size / 2**20 * per_m)}
     out["cli_start"] = bench_cli(path, a)
     return out
+
+
+def rows_per_event(store: pmem.Store) -> dict[str, float]:
+    """Rows of each frontier table per event of the log: what a rebuild inserts."""
+    from projections.frontier import TABLES
+
+    conn, events = store.projection_db, store.last_index()
+    per = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] / events for t in TABLES}
+    return {"total": round(sum(per.values()), 2), **{t: round(n, 2) for t, n in per.items()}}
 
 
 def reads_in_fresh_process(path: Path, pairs: list[tuple[str, int]]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 import pmem
 from adapters import sqlite_projection
 from adapters.sqlite_projection import SHADOW, TRACKING, FrontierProjection
-from projections.frontier import TABLES, Changes
+from projections.frontier import TABLES, VIEWS, Changes
+from projections.replay import fold
 from tests.conftest import ROOT, Backend
 
 NAMESPACES = ("default", "work")
@@ -53,9 +54,11 @@ def as_op(step: Step) -> dict[str, Any]:
 
 
 def dump(conn: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """Every projection table, row by row, in primary-key order."""
-    return {table: conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(pk)}").fetchall()
-            for table, (_, pk) in TABLES.items()}
+    """Every projection table, row by row, in primary-key order, and every view (whose first four
+    columns are unique) in the order of those."""
+    tables = {table: conn.execute(f"SELECT * FROM {table} ORDER BY {', '.join(pk)}").fetchall()
+              for table, (_, pk) in TABLES.items()}
+    return tables | {view: conn.execute(f"SELECT * FROM {view} ORDER BY 1, 2, 3, 4").fetchall() for view in VIEWS}
 
 
 def fresh(backend: Backend, store: pmem.Store, upto: int | None = None) -> FrontierProjection:
@@ -159,6 +162,115 @@ def test_a_reopened_version_has_one_interval_row_per_opening_and_a_status_row_pe
     edges = conn.execute("SELECT kind, src, dst, event_index FROM edges ORDER BY event_index, kind")
     assert edges.fetchall() == [
         ("supersedes", 1, 0, 2), ("revokes", 3, 1, 3), ("supersedes", 2, 0, 4)]
+
+
+REOPENS = [("default", "k1", "accept", "a", 50, None), ("default", "k1", "accept", "b", 50, None),
+           ("default", "k1", "revoke", None, 80, None), ("default", "k1", "contest", "c", 50, None),
+           ("default", "k1", "revoke", None, 80, None), ("default", "k1", "accept", "d", 50, None),
+           ("default", "k1", "revoke", None, 80, None), ("default", "k1", "support", None, 50, "s1")]
+
+
+def reference_views(store: pmem.Store) -> dict[str, list[tuple[Any, ...]]]:
+    """The ``intervals`` and ``edges`` rows of the reference fold (:mod:`projections.replay`) of the log."""
+    events = list(store.log_store.indexed_events())
+    intervals, edges = [], []
+    for cid, t in fold(events).items():
+        intervals += [(cid.hex, vid, o, c) for vid, spans in t.intervals.items() for o, c in spans]
+        for v in t.state.versions:
+            created = t.indices[v.created_at - 1]
+            if v.supersedes is not None:
+                edges.append((cid.hex, "supersedes", v.vid, v.supersedes, created))
+            if v.alternative_of is not None:
+                edges.append((cid.hex, "alternative-of", v.vid, v.alternative_of, created))
+    for index, e in events:
+        if e.OP == "support":
+            edges.append((e.originator_id.hex, "supported-by", e.target, index, index))
+        elif e.OP == "revoke":
+            edges.append((e.originator_id.hex, "revokes", index, e.target, index))
+    return {"intervals": sorted(intervals, key=lambda r: r[:3]), "edges": sorted(edges, key=lambda r: r[:4])}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=3))
+@example(steps=REOPENS, cuts=[4])
+def test_the_intervals_and_edges_views_equal_those_of_the_reference_fold(
+        backend: Backend, steps: list[Step], cuts: list[int]) -> None:
+    """Random logs (revokes reopen superseded versions, so a version has several intervals), caught
+    up in batches; on SQLite also after a rebuild, which swaps its tables in under the views."""
+    if not backend.within(pg_examples=20):
+        return
+    with pmem.open(backend.new_url()) as store:
+        apply_in_batches(store, [as_op(s) for s in steps], cuts)
+        store.catch_up()
+        want = reference_views(store)
+        got = {view: dump(store.projection_db)[view] for view in VIEWS}
+        assert got == want
+        if backend.name == "sqlite":
+            store.rebuild("frontier")
+            assert {view: dump(store.projection_db)[view] for view in VIEWS} == want
+
+
+def test_the_reference_example_reopens_a_version(db: str) -> None:
+    """The explicit example above has versions reopened (several intervals) and runs of several open
+    statuses (one interval each), one of them still open."""
+    with pmem.open(db) as store:
+        store.apply([as_op(s) for s in REOPENS])
+        store.catch_up()
+        spans = store.projection_db.execute("SELECT vid, opened_at, closed_at FROM intervals ORDER BY vid, opened_at")
+        # v0: active, superseded, active, contested, revoked; v2: alternative, active, superseded, active
+        assert spans.fetchall() == [(0, 1, 2), (0, 3, 5), (1, 2, 3), (2, 4, 6), (2, 7, None), (3, 6, 7)]
+        assert reference_views(store)["intervals"] == dump(store.projection_db)["intervals"]
+
+
+def make_version_2(conn: Any) -> None:
+    """Turn a stored projection into the layout schema version 2 wrote: ``intervals`` and ``edges``
+    as tables holding their rows (with v2's partial index), no ``edge_events``, version 2."""
+    for view in VIEWS:
+        conn.execute(f"CREATE TABLE {view}_v2 AS SELECT * FROM {view}")
+    for view in VIEWS:
+        conn.execute(f"DROP VIEW {view}")
+        conn.execute(f"ALTER TABLE {view}_v2 RENAME TO {view}")
+    conn.execute("DROP TABLE edge_events")
+    conn.execute("CREATE INDEX intervals_open ON intervals(cell_id, vid) WHERE closed_at IS NULL")
+    conn.execute(f"UPDATE {TRACKING} SET version = 2 WHERE name = 'frontier'")
+
+
+@pytest.mark.parametrize("full_replay_from", [1, FrontierProjection.full_replay_from])
+def test_a_stored_version_2_projection_is_replaced_by_version_3_on_first_read(
+        db: str, full_replay_from: int) -> None:
+    """Its tables named like the views are dropped with the others and the log replayed (by the
+    rebuild's path from ``full_replay_from`` events on, where the backend offers it)."""
+    with pmem.open(db) as store:
+        write_log(store, 60, seed=4)
+        store.catch_up()
+        want = dump(store.projection_db)
+        make_version_2(store.projection_db)
+        assert not set(VIEWS) & store.projection_db.views() and "edge_events" not in store.projection_db.names()
+    with pmem.open(db) as store:
+        store.frontier_projection.full_replay_from = full_replay_from
+        assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 60}
+        store.frontier()
+        assert dump(store.projection_db) == want
+        assert set(VIEWS) <= store.projection_db.views() and "intervals_open" not in store.projection_db.names()
+        tracking = store.projection_db.execute(f"SELECT position, version FROM {TRACKING} WHERE name='frontier'")
+        assert tracking.fetchall() == [(60, 3)]
+
+
+def test_a_rebuild_swaps_its_tables_in_under_the_views(db_path: Path) -> None:
+    """SQLite refuses ``ALTER TABLE ... RENAME`` while a view reads a dropped table: the swap drops the
+    views and creates them again over the renamed tables. SQLite-only: the shadow-table path."""
+    with pmem.open(db_path) as store:
+        write_log(store, 200, seed=6)
+        store.catch_up()
+        conn = store.projection_db
+        views = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view' ORDER BY name").fetchall()
+        assert [name for name, _ in views] == sorted(VIEWS)
+        want = dump(conn)
+        store.apply([{"op": "revoke", "key": f"k{k}"} for k in range(10)])  # rows the rebuild must bring
+        assert store.frontier_projection.rebuild() == 210
+        assert conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view' ORDER BY name").fetchall() == views
+        assert dump(conn) == dump(fresh_sqlite(store).conn) != want
+        assert shadow_tables(conn) == []
 
 
 class FailsInsideABatch(FrontierProjection):

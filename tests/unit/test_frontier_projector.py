@@ -9,7 +9,7 @@ from domain.cell import CellEvent, MemoryCell
 from domain.decide import decide
 from domain.operations import parse_operation
 from projections.frontier import TABLES, Changes, FrontierProjector
-from projections.frontier_view import FOREVER, VersionRows, assemble, clip
+from projections.frontier_view import FOREVER, VersionRows, assemble, open_intervals
 from projections.replay import fold
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
@@ -48,18 +48,25 @@ STORY = [
 ]
 
 
+def statuses(tables: Tables, vid: int, n: int = FOREVER) -> list[tuple[str, int, int | None]]:
+    """Version ``vid``'s status rows that began by ``n``, as ``(status, from_index, to_index)``."""
+    return sorted(((s[2], s[3], s[4]) for s in tables["version_status"].values() if s[1] == vid and s[3] <= n),
+                  key=lambda s: s[1])
+
+
 def test_a_reopened_version_gets_a_second_interval_and_status_rows_for_each_change() -> None:
     p = FrontierProjector()
     for index, e in events(*STORY):
         p.apply(index, e)
     rows = p.flush().rows
     cid = next(iter(rows["versions"]))[0]
-    assert sorted(r[2:] for r in rows["intervals"].values() if r[1] == 0) == [(1, 2), (5, 7)]
-    assert sorted((r[3], r[2], r[4]) for r in rows["version_status"].values() if r[1] == 0) == [
-        (1, "active", 2), (2, "superseded", 5), (5, "active", 7), (7, "superseded", None)]
-    assert sorted((r[1], r[2], r[3]) for r in rows["edges"].values()) == [
-        ("alternative-of", 2, 1), ("revokes", 4, 2), ("revokes", 5, 1), ("supersedes", 1, 0),
-        ("supersedes", 3, 0), ("supported-by", 0, 6)]
+    assert statuses(rows, 0) == [("active", 1, 2), ("superseded", 2, 5), ("active", 5, 7), ("superseded", 7, None)]
+    assert open_intervals(statuses(rows, 0), FOREVER) == [(1, 2), (5, 7)]
+    assert open_intervals(statuses(rows, 0), 6) == [(1, 2), (5, None)]  # closed after 6: open as of 6
+    assert sorted((r[1], r[2], r[3]) for r in rows["edge_events"].values()) == [
+        ("revokes", 4, 2), ("revokes", 5, 1), ("supported-by", 0, 6)]
+    assert sorted((r[1], r[4], r[5], r[9]) for r in rows["versions"].values() if r[2] != "A") == [
+        (0, None, None, 1), (1, 0, None, 2), (2, None, 1, 3), (3, 0, None, 7)]  # supersedes, alternative_of
     assert rows["versions"][cid, 0][7] == 1 and rows["versions"][cid, 0][8] == '["email", "slack"]'
     assert {r[2] for r in rows["cells"].values()} == {"budget", "room"}
 
@@ -81,8 +88,7 @@ def test_a_projector_seeded_from_stored_rows_continues_exactly_like_one_that_nev
             cell = tables_resumed.get("cells", {}).get(cid)
             if cell is not None:
                 mine = {t: [r for r in tables_resumed.get(t, {}).values() if r[0] == cid] for t in TABLES}
-                resumed.seed(cell, mine["versions"], [r for r in mine["intervals"] if r[3] is None],
-                             [r for r in mine["version_status"] if r[4] is None])
+                resumed.seed(cell, mine["versions"], [r for r in mine["version_status"] if r[4] is None])
         for index, e in evs[cut:]:
             resumed.apply(index, e)
         store(tables_resumed, resumed.flush())
@@ -101,7 +107,7 @@ def test_rows_read_as_of_n_assemble_into_what_the_fold_of_n_events_shows() -> No
             vid, value, sup, alt,
             next(s[2] for s in tables["version_status"].values()
                  if s[1] == vid and s[3] <= n and (s[4] is None or s[4] > n)),
-            sorted(clip(i[2], i[3], n) for i in tables["intervals"].values() if i[1] == vid and i[2] <= n),
+            open_intervals(statuses(tables, vid, n), n),
             sorted(ev[2:] for ev in tables["evidence"].values() if ev[1] == vid and ev[2] <= n))
             for _, vid, value, _, sup, alt, _, _, _, created in tables["versions"].values() if created <= n]
         got = assemble("default", "budget", rows)
