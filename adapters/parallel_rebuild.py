@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from adapters.projection_db import ProjectionDb
-from adapters.stored_log import EVENTS_TABLE, MMAP_BYTES, CellRange, RawRow, range_rows
+from adapters.stored_log import EVENTS_TABLE, CellRange, RawRow, range_rows, read_only
 from domain.errors import StoreUnavailable
 from projections.frontier import TABLES
 from projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
@@ -91,10 +91,9 @@ def fold_into_scratch(store: str, ranges: list[CellRange], stop: int, scratch: s
                       total: int) -> int:
     """In a worker process: fold ``ranges`` (of the ``total`` the log is read in) into the (new, empty)
     file ``scratch``, whose tables ``ddl`` creates. Returns the events folded."""
-    src = sqlite3.connect(f"{Path(store).as_uri()}?mode=ro", uri=True)
+    src = read_only(store)
     dst = sqlite3.connect(scratch, isolation_level=None)
     try:
-        src.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         for pragma in ("journal_mode=OFF", "synchronous=OFF", "cache_size=-65536"):
             dst.execute(f"PRAGMA {pragma}")
         dst.execute("BEGIN")

@@ -220,13 +220,14 @@ class FrontierProjection(TrackedProjection):
         """Fold the log into the shadow tables by ranges of cells (:mod:`adapters.parallel_rebuild`):
         this process folds the first share of the ranges, committing each range on its own, and
         spawned processes fold the others into scratch files that are then appended in order."""
-        ranges = cell_ranges(max(1, -(-target // self.rebuild_chunk)))
-        shares = split(ranges, self._workers(target, len(ranges)))
+        workers = self._workers(target)
+        ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
+        shares = split(ranges, workers)
         scratch = scratch_files(self._store_path(), len(shares) - 1)
-        workers: list[Any] = []
+        procs: list[Any] = []
         try:
             ddl = [create_statement(self.conn, t, t) for t in TABLES]
-            workers = [start_worker(self._store_path(), share, target, path, ddl, len(ranges))
+            procs = [start_worker(self._store_path(), share, target, path, ddl, len(ranges))
                        for share, path in zip(shares[1:], scratch, strict=True)]
             folded = 0
             for cells in shares[0]:
@@ -234,22 +235,22 @@ class FrontierProjection(TrackedProjection):
                 with self._transaction():
                     write_rows(self.conn, out, SHADOW)
                 folded += _advance(bar, out.events)
-            for proc, path in zip(workers, scratch, strict=True):
+            for proc, path in zip(procs, scratch, strict=True):
                 events = finish_worker(proc)
                 with attached(self.conn, path), self._transaction():
                     append_scratch(self.conn, SHADOW)
                 folded += _advance(bar, events)
         finally:
-            stop_workers(workers)
+            stop_workers(procs)
             remove(scratch)
         return folded
 
-    def _workers(self, target: int, ranges: int) -> int:
+    def _workers(self, target: int) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
-        store, else ``rebuild_workers`` (default: the cores), at most one per range."""
+        store, else ``rebuild_workers`` (default: the cores)."""
         if target < self.parallel_from or not self._store_path():
             return 1
-        return max(1, min(self.rebuild_workers or os.cpu_count() or 1, ranges))
+        return max(1, self.rebuild_workers or os.cpu_count() or 1)
 
     def _store_path(self) -> str:
         """The file the projection lives in ("" for an in-memory store)."""

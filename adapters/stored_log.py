@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -49,6 +50,13 @@ def range_rows(conn: Any, table: str, cells: CellRange, stop: int, ranges: int) 
     return list(conn.execute(sql + " AND originator_id < ?", (lo, stop, hi)).fetchall())
 
 
+def read_only(path: str) -> sqlite3.Connection:
+    """A read-only connection to the store file that memory-maps it."""
+    conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+    return conn
+
+
 def has_log(conn: sqlite3.Connection) -> bool:
     """Whether this file already holds a P-Mem log (else the EventLog must create it)."""
     try:
@@ -84,11 +92,19 @@ class LazyLog:
         return self._open_log().indexed_events(start, stop)  # type: ignore[no-any-return]
 
     def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
-        """The rows of the cells in the range ``cells`` with index ``<= stop`` (one of ``ranges``)."""
+        """The rows of the cells in the range ``cells`` with index ``<= stop`` (one of ``ranges``), read
+        through a read-only connection of its own that memory-maps the file (no system call per page)."""
+        path = self.conn.execute("PRAGMA database_list").fetchone()[2]
         try:
-            return range_rows(self.conn, EVENTS_TABLE, cells, stop, ranges)
+            if not path:  # an in-memory store: its one connection
+                return range_rows(self.conn, EVENTS_TABLE, cells, stop, ranges)
+            conn = read_only(path)
+            try:
+                return range_rows(conn, EVENTS_TABLE, cells, stop, ranges)
+            finally:
+                conn.close()
         except sqlite3.Error as e:
-            raise StoreUnavailable(f"cannot read the log: {e}") from e
+            raise StoreUnavailable(f"cannot read the log in {path or 'memory'}: {e}") from e
 
     def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> Any:
         return self._open_log().cell_events(ids, upto)
