@@ -41,13 +41,16 @@ MMAP_BYTES = 1 << 40  # SQLite caps it at its compile-time maximum (2 GiB by def
 
 
 def range_rows(conn: Any, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
-    """The stored rows with index ``<= stop`` of the cells in the range, in no particular order, for
-    a log read in ``ranges`` ranges (``conn``: a DB-API connection or cursor)."""
+    """The stored rows with index ``<= stop`` of the cells in the range, each cell's in revision order
+    (by index in a scan, by cell and revision through the index: both the order the rows are read in),
+    for a log read in ``ranges`` ranges (``conn``: a DB-API connection or cursor)."""
     lo, hi = cells
-    sql = RANGE_SQL.format(table=table, how=" NOT INDEXED" if ranges <= SCAN_RANGES else "")
-    if hi is None:
-        return list(conn.execute(sql, (lo, stop)).fetchall())
-    return list(conn.execute(sql + " AND originator_id < ?", (lo, stop, hi)).fetchall())
+    scan = ranges <= SCAN_RANGES
+    sql = RANGE_SQL.format(table=table, how=" NOT INDEXED" if scan else "")
+    if hi is not None:
+        sql += " AND originator_id < ?"
+    sql += " ORDER BY rowid" if scan else " ORDER BY originator_id, originator_version"
+    return list(conn.execute(sql, (lo, stop) if hi is None else (lo, stop, hi)).fetchall())
 
 
 def read_only(path: str) -> sqlite3.Connection:
