@@ -65,9 +65,8 @@ def fold_rows(rows: list[RawRow]) -> CellRows:
         else:
             found.append(row)
     out = CellRows()
-    with _no_gc():  # the fold makes millions of tuples and no cycles: the collector only costs time
-        for cid in sorted(cells):
-            fold_cell(cid, _stored(cells[cid]), out)
+    for cid in sorted(cells):
+        fold_cell(cid, _stored(cells[cid]), out)
     return out
 
 
@@ -106,10 +105,11 @@ def fold_into_scratch(store: str, ranges: list[CellRange], stop: int, scratch: s
         for sql in ddl:
             dst.execute(sql)
         events = 0
-        for cells in ranges:
-            out = fold_rows(range_rows(src, EVENTS_TABLE, cells, stop, total))
-            write_rows(dst, out)
-            events += out.events
+        with no_gc():
+            for cells in ranges:
+                out = fold_rows(range_rows(src, EVENTS_TABLE, cells, stop, total))
+                write_rows(dst, out)
+                events += out.events
         dst.execute("COMMIT")
         return events
     finally:
@@ -191,7 +191,9 @@ def remove(paths: list[str]) -> None:
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off: a rebuild makes millions of tuples and no cycles, and in a
+    process that already holds many objects each full collection walks them all."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -26,6 +26,7 @@ from adapters.parallel_rebuild import (
     cell_ranges,
     finish_worker,
     fold_rows,
+    no_gc,
     remove,
     scratch_files,
     split,
@@ -187,7 +188,8 @@ class FrontierProjection(TrackedProjection):
             with self._transaction():
                 self._drop_tables(SHADOW)
                 self._create_tables(SHADOW, indexes=False)
-            folded = self._fill_shadow(target, bar)
+            with no_gc():
+                folded = self._fill_shadow(target, bar)
             with self._transaction():
                 self._drop_tables()  # the views too: SQLite cannot rename a table while a view is broken
                 for table in TABLES:

@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from adapters.hashing_embedder import HashingEmbedder  # noqa: E402
-from adapters.parallel_rebuild import cell_ranges, fold_rows  # noqa: E402
+from adapters.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
 from adapters.stored_log import range_rows  # noqa: E402
 from adapters.vector_search import top_cells  # noqa: E402
 
@@ -128,7 +128,8 @@ def fold_alone_rate(path: Path, table: str) -> float:
     rows = range_rows(conn, table, cell_ranges(4)[0], 1 << 62, 4)
     conn.close()
     t0 = time.perf_counter()
-    out = fold_rows(rows)
+    with no_gc():  # as in the rebuild
+        out = fold_rows(rows)
     return out.events / (time.perf_counter() - t0)
 
 
