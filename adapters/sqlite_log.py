@@ -143,10 +143,11 @@ class PmemRecorder(SQLiteApplicationRecorder):
     def select_rows_of_cells(self, cells: tuple[str, str | None], stop: int, ranges: int) -> list[tuple[Any, ...]]:
         """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop`` of the cells
         in the range ``cells``, one of ``ranges`` (see ``stored_log.range_rows``)."""
-        from adapters.stored_log import range_rows
+        from adapters.stored_log import range_query
 
         with self.datastore.transaction(commit=False) as c:
-            return range_rows(c, self.events_table_name, cells, stop, ranges)
+            c.execute(*range_query(self.events_table_name, cells, stop, ranges))
+            return list(c.fetchall())
 
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
         found: dict[str, int] = {}

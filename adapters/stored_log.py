@@ -40,17 +40,17 @@ SCAN_RANGES = 16
 MMAP_BYTES = 1 << 40  # SQLite caps it at its compile-time maximum (2 GiB by default)
 
 
-def range_rows(conn: Any, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
-    """The stored rows with index ``<= stop`` of the cells in the range, each cell's in revision order
-    (by index in a scan, by cell and revision through the index: both the order the rows are read in),
-    for a log read in ``ranges`` ranges (``conn``: a DB-API connection or cursor)."""
+def range_query(table: str, cells: CellRange, stop: int, ranges: int) -> tuple[str, tuple[Any, ...]]:
+    """The SQL and parameters that read the stored rows with index ``<= stop`` of the cells in the
+    range, each cell's in revision order (by index in a scan, by cell and revision through the index:
+    both the order the rows are read in), for a log read in ``ranges`` ranges."""
     lo, hi = cells
     scan = ranges <= SCAN_RANGES
     sql = RANGE_SQL.format(table=table, how=" NOT INDEXED" if scan else "")
     if hi is not None:
         sql += " AND originator_id < ?"
     sql += " ORDER BY rowid" if scan else " ORDER BY originator_id, originator_version"
-    return list(conn.execute(sql, (lo, stop) if hi is None else (lo, stop, hi)).fetchall())
+    return sql, ((lo, stop) if hi is None else (lo, stop, hi))
 
 
 def read_only(path: str) -> sqlite3.Connection:
@@ -58,6 +58,11 @@ def read_only(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
     conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     return conn
+
+
+def range_rows(conn: sqlite3.Connection, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
+    """:func:`range_query` run on ``conn``."""
+    return conn.execute(*range_query(table, cells, stop, ranges)).fetchall()
 
 
 def has_log(conn: sqlite3.Connection) -> bool:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import pmem
 from adapters.parallel_rebuild import cell_ranges, split
+from adapters.sqlite_projection import TRACKING
 from adapters.stored_log import SCAN_RANGES
 from domain.errors import StoreUnavailable
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
@@ -73,3 +74,24 @@ def test_cell_ranges_cover_every_id_once_in_order_and_split_keeps_them_contiguou
     shares = split(ranges, parts)
     assert len(shares) == parts and [r for share in shares for r in share] == ranges
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_an_in_memory_store_rebuilds_in_one_process_through_the_event_log() -> None:
+    """A memory store has no file for workers to read: it folds its ranges itself, reading them
+    through the EventLog's recorder (also the path of a first read that finds a large unprojected log)."""
+    with pmem.open(":memory:") as store:
+        write_log(store, 300, seed=7)
+        store.catch_up()
+        want = dump(store.projection_db)
+        projection = store.frontier_projection
+        projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 60
+        assert projection._workers(300) == 1
+        assert store.rebuild("frontier")["events"] == 300
+        assert dump(store.projection_db) == want
+        store.projection_db.execute(f"UPDATE {TRACKING} SET version = version - 1")  # a first read of a big log
+    with pmem.open(":memory:") as store:
+        write_log(store, 300, seed=7)
+        store.frontier_projection.full_replay_from = 100
+        store.frontier_projection.rebuild_chunk = 60
+        assert store.frontier() and dump(store.projection_db) == want
+        assert store.frontier_projection.position() == 300
