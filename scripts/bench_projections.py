@@ -204,7 +204,6 @@ def reader(path: Path, pairs_file: Path) -> dict[str, Any]:
         timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs[:200])  # warm the page cache
         out["as_of_get"] = percentiles(timed_each(lambda p: store.get(p[0], as_of=p[1]), pairs))
         out["get_now"] = percentiles(timed_each(lambda p: store.get(p[0]), pairs))
-        out["reader_imported_eventsourcing"] = "eventsourcing" in sys.modules
     with pmem.open(path, reader="replay") as replay:  # baseline: the same reads by folding the cell's events
         timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs[:200])
         out["as_of_get_by_replay"] = percentiles(timed_each(lambda p: replay.get(p[0], as_of=p[1]), pairs))
