@@ -27,7 +27,10 @@ from adapters.hashing_embedder import HashingEmbedder
 from adapters.int8_scan import Int8Scan
 from projections.replay import fold
 from projections.vectors import open_versions, version_text
-from tests.integration.test_vector_index import reference_search
+from tests.integration.test_vector_index import (
+    check_top_k_when_one_cell_holds_most_of_the_best_vectors,
+    reference_search,
+)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
          "kilo", "lima", "mike", "november", "oscar", "papa"]
@@ -145,12 +148,7 @@ def test_flat_through_the_int8_scan_equals_the_numpy_ranking_on_thousands_of_vec
 
 def test_the_int8_path_keeps_exact_top_k_when_one_cell_holds_most_of_the_best_vectors(
         int8_path: None, store: pmem.Store) -> None:
-    store.accept("colour", "blue")
-    store.apply({"op": "contest", "key": "colour", "value": f"blue shade {i}"} for i in range(150))
-    store.apply({"op": "accept", "key": f"item {i}", "value": f"blue thing {i}"} for i in range(20))
-    got = [(r.cell.key, round(r.score, 5)) for r in store.search("colour blue shade", k=5)]
-    want = [(k, round(s, 5)) for k, s in reference_search(store, "colour blue shade", 5)]
-    assert got == want and got[0][0] == "colour"
+    check_top_k_when_one_cell_holds_most_of_the_best_vectors(store)
 
 
 # -- the head set, moved forward in place ---------------------------------------------------------------

@@ -20,21 +20,30 @@ from tests.conftest import PMEM_BIN, Backend
 TIMEOUT_S = 120
 
 
+@pytest.fixture(autouse=True)
+def _postgres_only(backend: Backend) -> None:
+    if backend.name != "postgres":
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
+
+
+def drain(notes: PgNotifications) -> None:
+    """Take every notification already sent (the waits that follow then see only new ones)."""
+    while notes.wait(0.2):
+        pass
+
+
 def listener(store: pmem.Store) -> PgNotifications:
     return PgNotifications(store.backend.conninfo, store.log_store.recorder.channel_name, store.backend.label)
 
 
 def test_an_append_notifies_a_listener_and_a_quiet_log_does_not(backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     url = backend.new_url()
     with pmem.open(url) as store:
         notes = listener(store)
         try:
             store.accept("k", "v")  # the store's first write (it also creates the tables)
             assert notes.wait(TIMEOUT_S)
-            while notes.wait(0.2):  # drain what the first write sent; then a quiet log stays quiet
-                pass
+            drain(notes)  # what the first write sent; then a quiet log stays quiet
             assert not notes.wait(0.5)
             with pmem.open(url) as other:  # another connection, as another process writes
                 other.accept("k", "w")
@@ -44,8 +53,6 @@ def test_an_append_notifies_a_listener_and_a_quiet_log_does_not(backend: Backend
 
 
 def test_a_dropped_listening_connection_is_replaced_and_reported_as_a_wake_up(backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     url = backend.new_url()
     with pmem.open(url) as store:
         store.accept("k", "v")
@@ -56,8 +63,7 @@ def test_a_dropped_listening_connection_is_replaced_and_reported_as_a_wake_up(ba
                 admin.execute("SELECT pg_terminate_backend(%s)", (dropped,))
             assert notes.wait(TIMEOUT_S)  # the loop re-reads the log: nothing sent meanwhile is lost
             assert notes.conn.info.backend_pid != dropped
-            while notes.wait(0.2):
-                pass
+            drain(notes)
             store.accept("k", "w")
             assert notes.wait(TIMEOUT_S)
         finally:
@@ -66,8 +72,6 @@ def test_a_dropped_listening_connection_is_replaced_and_reported_as_a_wake_up(ba
 
 def test_the_watchdog_finds_events_whose_notification_never_came(backend: Backend) -> None:
     """A listener on a channel nobody notifies loses every notification: the re-poll still wakes the wait."""
-    if backend.name != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     with pmem.open(backend.new_url()) as store:
         deaf = PgNotifications(store.backend.conninfo, "pmem_nobody_notifies", store.backend.label)
         try:
@@ -82,8 +86,6 @@ def test_the_watchdog_finds_events_whose_notification_never_came(backend: Backen
 
 def test_a_worker_on_postgresql_follows_the_log_by_notification_with_its_watchdog_idle(backend: Backend) -> None:
     """With the watchdog at 10 minutes, only a notification can bring the worker up to date in time."""
-    if backend.name != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
     url = backend.new_url()
     with pmem.open(url) as store:
         store.accept("k0", "v")
