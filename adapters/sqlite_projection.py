@@ -94,7 +94,7 @@ class FrontierProjection(TrackedProjection):
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
         self.rebuild_chunk = REBUILD_CHUNK  # events per range of cells a full rebuild folds and commits at once
         self.rebuild_workers: int | None = None  # processes a full rebuild folds with (None: the cores)
-        self.parallel_from = PARALLEL_FROM  # events from which a full rebuild spawns processes
+        self.parallel_from = PARALLEL_FROM  # events from which a full rebuild starts worker processes
 
     # -- schema ------------------------------------------------------------------
     def create_tables(self) -> None:
@@ -221,16 +221,17 @@ class FrontierProjection(TrackedProjection):
     def _fill_shadow(self, target: int, bar: Any) -> int:
         """Fold the log into the shadow tables by ranges of cells (:mod:`adapters.parallel_rebuild`):
         this process folds the first share of the ranges, committing each range on its own, and
-        spawned processes fold the others into scratch files that are then appended in order."""
-        workers = self._workers(target)
+        worker processes fold the others into scratch files that are then appended in order."""
+        store = self._store_path()
+        workers = self._workers(target, store)
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
         shares = split(ranges, workers)
-        scratch = scratch_files(self._store_path(), len(shares) - 1)
+        scratch = scratch_files(store, len(shares) - 1)
         procs: list[Any] = []
         try:
             ddl = [create_statement(self.conn, t, t) for t in TABLES]
-            procs = [start_worker(self._store_path(), share, target, path, ddl, len(ranges))
-                       for share, path in zip(shares[1:], scratch, strict=True)]
+            procs = [start_worker(store, share, target, path, ddl, len(ranges))
+                     for share, path in zip(shares[1:], scratch, strict=True)]
             folded = 0
             for cells in shares[0]:
                 out = fold_rows(self.log.rows_of_cells(cells, target, len(ranges)))
@@ -247,10 +248,10 @@ class FrontierProjection(TrackedProjection):
             remove(scratch)
         return folded
 
-    def _workers(self, target: int) -> int:
+    def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
-        store, else ``rebuild_workers`` (default: the cores)."""
-        if target < self.parallel_from or not self._store_path():
+        store (``store`` ""), else ``rebuild_workers`` (default: the cores)."""
+        if target < self.parallel_from or not store:
             return 1
         return max(1, self.rebuild_workers or os.cpu_count() or 1)
 

@@ -150,7 +150,7 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
         rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
         rate = r["events"] / r["seconds"]
         out["rebuild"] = {"events_per_s": round(rate), "seconds": round(r["seconds"], 1),
-                          "processes": projection._workers(r["events"]),
+                          "processes": projection._workers(r["events"], projection._store_path()),
                           "peak_rss_growth_mb": round(rss_growth / 1024),
                           "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
                           "baseline_select_json_loads_per_s": round(base_json),

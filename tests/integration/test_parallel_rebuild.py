@@ -85,7 +85,7 @@ def test_an_in_memory_store_rebuilds_in_one_process_through_the_event_log() -> N
         want = dump(store.projection_db)
         projection = store.frontier_projection
         projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 60
-        assert projection._workers(300) == 1
+        assert projection._workers(300, projection._store_path()) == 1
         assert store.rebuild("frontier")["events"] == 300
         assert dump(store.projection_db) == want
         store.projection_db.execute(f"UPDATE {TRACKING} SET version = version - 1")  # a first read of a big log
