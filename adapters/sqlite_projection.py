@@ -21,14 +21,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from adapters.parallel_rebuild import (
-    append_scratch,
-    attached,
     cell_ranges,
     finish_worker,
     fold_rows,
     no_gc,
-    remove,
-    scratch_files,
     split,
     start_worker,
     stop_workers,
@@ -220,32 +216,25 @@ class FrontierProjection(TrackedProjection):
 
     def _fill_shadow(self, target: int, bar: Any) -> int:
         """Fold the log into the shadow tables by ranges of cells (:mod:`adapters.parallel_rebuild`):
-        this process folds the first share of the ranges, committing each range on its own, and
-        worker processes fold the others into scratch files that are then appended in order."""
+        this process folds the first share of the ranges and worker processes the others, each
+        writing every range it folds into the shadow tables in a transaction of its own."""
         store = self._store_path()
         workers = self._workers(target, store)
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
         shares = split(ranges, workers)
-        scratch = scratch_files(store, len(shares) - 1)
         procs: list[Any] = []
         try:
-            ddl = [create_statement(self.conn, t, t) for t in TABLES]
-            procs = [start_worker(store, share, target, path, ddl, len(ranges))
-                     for share, path in zip(shares[1:], scratch, strict=True)]
+            procs = [start_worker(store, share, target, len(ranges), SHADOW) for share in shares[1:]]
             folded = 0
             for cells in shares[0]:
                 out = fold_rows(self.log.rows_of_cells(cells, target, len(ranges)))
                 with self._transaction():
                     write_rows(self.conn, out, SHADOW)
                 folded += _advance(bar, out.events)
-            for proc, path in zip(procs, scratch, strict=True):
-                events = finish_worker(proc)
-                with attached(self.conn, path), self._transaction():
-                    append_scratch(self.conn, SHADOW)
-                folded += _advance(bar, events)
+            for proc in procs:
+                folded += _advance(bar, finish_worker(proc))
         finally:
             stop_workers(procs)
-            remove(scratch)
         return folded
 
     def _workers(self, target: int, store: str) -> int:

@@ -16,10 +16,6 @@ from domain.errors import StoreUnavailable
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
 
-def scratch_left(db_path: Path) -> list[Path]:
-    return sorted(db_path.parent.glob(f"{db_path.name}.rebuild-*"))
-
-
 @pytest.mark.parametrize(("workers", "chunk"), [(2, 100), (3, 40), (2, 9)])
 def test_a_rebuild_over_worker_processes_equals_the_incremental_projection(
         db_path: Path, workers: int, chunk: int) -> None:
@@ -36,12 +32,12 @@ def test_a_rebuild_over_worker_processes_equals_the_incremental_projection(
         assert dump(store.projection_db) == want
         assert dump(fresh_sqlite(store).conn) == want
         assert projection.position() == 400
-        assert scratch_left(db_path) == [] and shadow_tables(store.projection_db) == []
+        assert shadow_tables(store.projection_db) == []
         store.apply([{"op": "accept", "key": "k1", "value": "after the rebuild"}])
         assert store.get("k1").value == "after the rebuild"
 
 
-def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_and_no_scratch_file(db_path: Path) -> None:
+def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next_rebuild(db_path: Path) -> None:
     with pmem.open(db_path) as store:
         write_log(store, 200, seed=2)
         store.catch_up()
@@ -58,7 +54,10 @@ def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_and_no_scrat
         assert "rebuild worker process failed" in message and "cannot decode stored event" in message
         assert "\n" not in message
         assert dump(store.projection_db) == want and projection.position() == 200
-        assert scratch_left(db_path) == []
+        # what the workers wrote is only in shadow tables, which the next rebuild starts by dropping
+        store.projection_db.execute("DELETE FROM stored_events WHERE originator_id = ?", ("f" * 32,))
+        assert projection.rebuild() == 200
+        assert dump(store.projection_db) == want and shadow_tables(store.projection_db) == []
 
 
 @given(count=st.integers(1, 300), parts=st.integers(1, 8),
