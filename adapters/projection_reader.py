@@ -2,11 +2,15 @@
 
 A row is valid as of event index N when it started at or before N and had not ended by N:
 ``from_index <= N AND (to_index IS NULL OR to_index > N)`` for statuses, ``event_index <= N`` for
-evidence. A cell's open intervals are derived here from its status rows that began by N (the last
-one per version is the status valid at N), not read from the ``intervals`` view, which would run its
-window function for every read; a ``closed_at`` after N reads as still open. "Now" is
-N = :data:`~projections.frontier_view.FOREVER`. Each read runs in one read transaction, so it
-sees one committed position even while another process is catching the projection up.
+evidence. The reads use the base tables, not the ``version_status`` and ``evidence`` views over them:
+a version's current status (``status``, ``status_since``) and creating evidence (``created_*``) come
+with its ``versions`` row, the closed status runs from ``status_history`` and the later evidence from
+``evidence_events``, each one primary-key range lookup per cell. A cell's open intervals are derived
+here from its status rows that began by N (the last one per version is the status valid at N), not
+read from the ``intervals`` view, which would run its window function for every read; a ``closed_at``
+after N reads as still open. "Now" is N = :data:`~projections.frontier_view.FOREVER`. Each read runs
+in one read transaction, so it sees one committed position even while another process is catching
+the projection up.
 """
 
 from __future__ import annotations
@@ -18,7 +22,16 @@ from uuid import UUID
 
 from projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, open_intervals, summarize
 
-_VALID_STATUS = "s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n)"
+_OPEN = "('active', 'contested', 'alternative')"
+# The open versions of a namespace's cells now: each version's current status is a column of its row.
+_CURRENT = ("SELECT c.cell_id, c.key, v.value, v.status, v.vid FROM cells c "
+            "JOIN versions v ON v.cell_id = c.cell_id "
+            f"WHERE c.namespace = :ns AND v.status_since <= :n AND v.status IN {_OPEN}")
+# ... and as of N: also the closed status runs that held at N.
+_CLOSED = ("SELECT c.cell_id, c.key, v.value, s.status, s.vid FROM cells c "
+           "JOIN status_history s ON s.cell_id = c.cell_id "
+           "JOIN versions v ON v.cell_id = s.cell_id AND v.vid = s.vid "
+           f"WHERE c.namespace = :ns AND s.from_index <= :n AND s.to_index > :n AND s.status IN {_OPEN}")
 
 
 class ProjectionReader:
@@ -37,15 +50,10 @@ class ProjectionReader:
         """Every cell of ``namespace`` with a head as of ``as_of``, by key."""
         n = FOREVER if as_of is None else as_of
         with self._snapshot():
-            rows = self.conn.execute(
-                "SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
-                "JOIN version_status s ON s.cell_id = c.cell_id "
-                "JOIN versions v ON v.cell_id = s.cell_id AND v.vid = s.vid "
-                f"WHERE c.namespace = :ns AND {_VALID_STATUS} "
-                "AND s.status IN ('active', 'contested', 'alternative') ORDER BY c.key, s.vid",
-                {"ns": namespace, "n": n}).fetchall()
+            sql = _CURRENT if n == FOREVER else f"{_CURRENT} UNION ALL {_CLOSED}"
+            rows = self.conn.execute(f"{sql} ORDER BY 2, 5", {"ns": namespace, "n": n}).fetchall()
             grouped: dict[str, tuple[str, list[tuple[str, str]]]] = {}
-            for cid, key, value, status in rows:
+            for cid, key, value, status, _ in rows:
                 grouped.setdefault(cid, (key, []))[1].append((value, status))
             out = []
             for cid, (key, pairs) in grouped.items():
@@ -62,20 +70,25 @@ class ProjectionReader:
         args = {"cid": cid, "n": n}
         statuses: dict[int, list[tuple[str, int, int | None]]] = {}
         for vid, status, start, end in self.conn.execute(
-                "SELECT vid, status, from_index, to_index FROM version_status WHERE cell_id = :cid "
+                "SELECT vid, status, from_index, to_index FROM status_history WHERE cell_id = :cid "
                 "AND from_index <= :n ORDER BY vid, from_index", args):
             statuses.setdefault(vid, []).append((status, start, end))
-        evidence: dict[int, list[tuple[int, str | None, int]]] = {}
+        later: dict[int, list[tuple[int, str | None, int]]] = {}
         for vid, index, source, trust in self.conn.execute(
-                "SELECT vid, event_index, source, trust FROM evidence WHERE cell_id = :cid "
+                "SELECT vid, event_index, source, trust FROM evidence_events WHERE cell_id = :cid "
                 "AND event_index <= :n ORDER BY vid, event_index", args):
-            evidence.setdefault(vid, []).append((index, source, trust))
-        versions = [  # a version's last status row that began by N is its status at N
-            VersionRows(vid, value, sup, alt, statuses[vid][-1][0], open_intervals(statuses[vid], n),
-                        evidence[vid])
-            for vid, value, sup, alt in self.conn.execute(
-                "SELECT vid, value, supersedes, alternative_of FROM versions WHERE cell_id = :cid "
-                "AND created_index <= :n ORDER BY vid", args)]
+            later.setdefault(vid, []).append((index, source, trust))
+        versions = []
+        for vid, value, sup, alt, status, since, created, source, trust in self.conn.execute(
+                "SELECT vid, value, supersedes, alternative_of, status, status_since, created_index, "
+                "created_source, created_trust FROM versions WHERE cell_id = :cid AND created_index <= :n "
+                "ORDER BY vid", args):
+            runs = statuses.get(vid, [])
+            if since <= n:  # the current status began by N: it is the last run, still open
+                runs.append((status, since, None))
+            # a version's last status run that began by N is its status at N
+            versions.append(VersionRows(vid, value, sup, alt, runs[-1][0], open_intervals(runs, n),
+                                        [(created, source, trust), *later.get(vid, ())]))
         return assemble(found[0], found[1], versions)
 
     @contextmanager

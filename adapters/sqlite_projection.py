@@ -45,8 +45,6 @@ REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no 
 SHADOW = "__rebuild"  # suffix of the tables a rebuild fills before swapping them in
 INDEXES = {
     "cells_namespace_key": "CREATE UNIQUE INDEX IF NOT EXISTS cells_namespace_key ON cells(namespace, key)",
-    "version_status_open": "CREATE INDEX IF NOT EXISTS version_status_open ON version_status(cell_id, vid) "
-                           "WHERE to_index IS NULL",
 }
 _CHUNK = 500
 
@@ -125,6 +123,7 @@ class FrontierProjection(TrackedProjection):
             self._create_indexes()
 
     def _create_views(self) -> None:
+        """In the order of :data:`VIEWS`: a view after the views it reads."""
         for name, select in VIEWS.items():
             self.conn.execute(self.conn.create_view(name, select))
 
@@ -134,13 +133,14 @@ class FrontierProjection(TrackedProjection):
 
     def _drop_tables(self, suffix: str = "") -> None:
         """Drop the rows and the position together (the caller holds the transaction); without a
-        suffix, the views first (PostgreSQL refuses to drop a table a view reads), and the tables an
-        older schema version kept under the names the views now have."""
+        suffix, the views first, each before the views it reads (PostgreSQL refuses to drop a table or
+        view another view reads), and the tables an older schema version kept under the names the
+        views now have."""
         tables = [table + suffix for table in TABLES]
         if not suffix:
             self._forget_position()
             views = self.conn.views()
-            for name in VIEWS:
+            for name in reversed(VIEWS):
                 if name in views:
                     self.conn.execute(f"DROP VIEW {name}")
                 else:
@@ -269,19 +269,13 @@ class FrontierProjection(TrackedProjection):
         for i in range(0, len(ids), _CHUNK):
             chunk = ids[i:i + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            queries = {
-                "cells": f"SELECT * FROM cells WHERE cell_id IN ({marks})",
-                "versions": f"SELECT * FROM versions WHERE cell_id IN ({marks})",
-                "version_status": f"SELECT * FROM version_status WHERE cell_id IN ({marks}) "
-                                  f"AND to_index IS NULL",
-            }
             found: dict[str, dict[str, list[Row]]] = {}
-            for table, sql in queries.items():
-                for row in self.conn.execute(sql, chunk):
+            for table in ("cells", "versions"):  # a version's row carries its current status
+                for row in self.conn.execute(f"SELECT * FROM {table} WHERE cell_id IN ({marks})", chunk):
                     found.setdefault(row[0], {}).setdefault(table, []).append(row)
             for rows in found.values():
                 (cell,) = rows["cells"]
-                self.projector.seed(cell, rows.get("versions", []), rows.get("version_status", []))
+                self.projector.seed(cell, rows.get("versions", []))
 
 
 def create_statement(db: ProjectionDb, table: str, name: str) -> str:

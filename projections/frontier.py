@@ -5,6 +5,10 @@ writes into its tables (schema in :data:`TABLES`). It keeps the state of the cel
 memory, applies each event through the domain's own transitions (so no rule is re-derived here) and
 turns the version ids they report as changed into status-history rows, from which the open
 intervals of :class:`projections.replay.Timeline` follow (the ``intervals`` view of :data:`VIEWS`).
+What every version has exactly one of is a column of its ``versions`` row, not a row of its own: its
+current status and since when (``status_since``; ``status_history`` keeps the closed runs) and the
+evidence of the event that created it (``created_source``, ``created_trust``; ``evidence_events``
+keeps the evidence added later). The ``version_status`` and ``evidence`` views put them together.
 The adapter seeds it with the stored state of a cell before the cell's first event in a batch (see
 :meth:`FrontierProjector.missing` and :meth:`seed`).
 
@@ -26,9 +30,11 @@ if TYPE_CHECKING:  # domain.cell imports eventsourcing: a reader that only reads
     from domain.cell import CellEvent
 
 NAME = "frontier"
-SCHEMA_VERSION = 3  # bump when the tables or their meaning change: stored projections are then rebuilt
+SCHEMA_VERSION = 4  # bump when the tables or their meaning change: stored projections are then rebuilt
 # (2: the tables became WITHOUT ROWID; 3: ``intervals`` and the supersedes/alternative-of edges became
-# views over version_status and versions, fewer rows written per event, and ``edge_events`` holds the rest)
+# views over version_status and versions, fewer rows written per event, and ``edge_events`` holds the rest;
+# 4: ``version_status`` and ``evidence`` became views too: a version's current status and its creating
+# evidence are columns of ``versions``, ``status_history`` and ``evidence_events`` hold the other rows)
 Row = tuple[Any, ...]
 
 # table -> (columns with SQLite types, primary key). Column order is the order of every row tuple.
@@ -37,26 +43,36 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...]]] = {
               ("cell_id",)),
     "versions": ({"cell_id": str, "vid": int, "value": str, "status": str, "supersedes": int,
                   "alternative_of": int, "trust": int, "support": int, "sources": str,
-                  "created_index": int}, ("cell_id", "vid")),
-    "version_status": ({"cell_id": str, "vid": int, "status": str, "from_index": int, "to_index": int},
-                       ("cell_id", "vid", "from_index")),
-    "evidence": ({"cell_id": str, "vid": int, "event_index": int, "source": str, "trust": int},
-                 ("cell_id", "vid", "event_index")),
+                  "created_index": int, "created_source": str, "created_trust": int, "status_since": int},
+                 ("cell_id", "vid")),
+    "status_history": ({"cell_id": str, "vid": int, "status": str, "from_index": int, "to_index": int},
+                       ("cell_id", "vid", "from_index")),  # only the closed runs of a status
+    "evidence_events": ({"cell_id": str, "vid": int, "event_index": int, "source": str, "trust": int},
+                        ("cell_id", "vid", "event_index")),  # only evidence added after the creating event
     "edge_events": ({"cell_id": str, "kind": str, "src": int, "dst": int, "event_index": int},
                     ("cell_id", "kind", "src", "dst")),  # only supported-by and revokes edges
 }
 _PK: dict[str, Callable[[Row], Any]] = {
     t: itemgetter(*(list(cols).index(c) for c in pk)) for t, (cols, pk) in TABLES.items()}
-NULLABLE = {"versions": {"supersedes", "alternative_of"}, "version_status": {"to_index"}, "evidence": {"source"}}
+NULLABLE = {"versions": {"supersedes", "alternative_of", "created_source"}, "evidence_events": {"source"}}
 
 _OPEN_SQL = ", ".join(f"'{s}'" for s in sorted(OPEN))
 # Views over the tables, in the SQL common to SQLite (3.25+: window functions) and PostgreSQL, with the
-# columns of the tables they replaced. ``intervals``: the maximal runs of OPEN statuses of a version
-# (gaps and islands: a run is numbered by the count of non-open rows before it); a run's rows are
-# contiguous (each row's to_index is the next one's from_index), so it closes at its last row's
-# to_index, NULL while that row is current. ``edges``: supersedes and alternative-of are columns of
-# the new version, created with it; supported-by and revokes come from their own events.
+# columns of the tables they replaced, in dependency order (a view after the views it reads; dropped in
+# reverse). ``version_status``: the closed runs, then each version's current status (``to_index`` NULL,
+# typed as the column is). ``evidence``: each version's creating evidence, then the evidence added later.
+# ``intervals``: the maximal runs of OPEN statuses of a version (gaps and islands: a run is numbered by
+# the count of non-open rows before it); a run's rows are contiguous (each row's to_index is the next
+# one's from_index), so it closes at its last row's to_index, NULL while that row is current. ``edges``:
+# supersedes and alternative-of are columns of the new version, created with it; supported-by and
+# revokes come from their own events.
 VIEWS: dict[str, str] = {
+    "version_status": (
+        "SELECT cell_id, vid, status, from_index, to_index FROM status_history "
+        "UNION ALL SELECT cell_id, vid, status, status_since, CAST(NULL AS BIGINT) FROM versions"),
+    "evidence": (
+        "SELECT cell_id, vid, created_index AS event_index, created_source AS source, created_trust AS trust "
+        "FROM versions UNION ALL SELECT cell_id, vid, event_index, source, trust FROM evidence_events"),
     "intervals": (
         "SELECT cell_id, vid, MIN(from_index) AS opened_at, "
         "CASE WHEN COUNT(to_index) = COUNT(*) THEN MAX(to_index) END AS closed_at "
@@ -89,13 +105,13 @@ class Changes:
 
 @dataclass(slots=True)
 class Tracked:
-    """What the projector knows of one cell: its state and its current status rows."""
+    """What the projector knows of one cell: its state, and per version what its row stores beyond it."""
 
     cell_id: str
     state: CellState
     first_index: int = 0
     last_index: int = 0
-    created: dict[int, int] = field(default_factory=dict)  # vid -> event index that created it
+    created: dict[int, tuple[int, str | None, int]] = field(default_factory=dict)  # vid -> (index, source, trust)
     status_since: dict[int, tuple[str, int]] = field(default_factory=dict)  # vid -> (status, from_index)
 
 
@@ -112,21 +128,22 @@ class FrontierProjector:
         """Cell ids (hex) of these events whose state must be seeded from storage first."""
         return sorted({e.originator_id.hex for _, e in events} - self.cells.keys())
 
-    def seed(self, cell: Sequence[Any], versions: Iterable[Row], open_statuses: Iterable[Row]) -> None:
-        """Load a cell from its stored rows: its ``cells`` row, its ``versions`` rows, and the
-        ``version_status`` rows that are still open (the current status of each version)."""
+    def seed(self, cell: Sequence[Any], versions: Iterable[Row]) -> None:
+        """Load a cell from its stored rows: its ``cells`` row and its ``versions`` rows (which carry
+        each version's current status and since when)."""
         cid, namespace, key, first_index, last_index = cell
         state = CellState(namespace, key)
         t = Tracked(cid, state, first_index, last_index)
-        for _, vid, value, status, sup, alt, trust, support, sources, created in sorted(versions, key=_vid):
+        for (_, vid, value, status, sup, alt, trust, support, sources, created, created_source, created_trust,
+             since) in sorted(versions, key=_vid):
             state.versions.append(Version(vid, value, status, 0, trust, sup, alt, support, [],
                                           list(json.loads(sources))))
-            t.created[vid] = created
+            t.created[vid] = (created, created_source, created_trust)
+            t.status_since[vid] = (status, since)
             if status in (ACTIVE, CONTESTED):
                 state.head_vid = vid
             elif status == ALTERNATIVE:
                 state.alternative_vids.append(vid)
-        t.status_since = {vid: (status, since) for _, vid, status, since, _ in open_statuses}
         self.cells[cid] = t
 
     def forget(self) -> None:
@@ -155,14 +172,16 @@ class FrontierProjector:
         self.changes.put("cells", (cid, t.state.namespace, t.state.key, t.first_index, index))
         touched = set(changed)
         for vid in range(before, len(versions)):
-            t.created[vid] = index  # its supersedes/alternative-of edges are columns of its row
+            # its creating evidence (``_new_version`` always records it) and its supersedes/alternative-of
+            # edges are columns of its row
+            t.created[vid] = (index, event.source, event.trust)
             touched.add(vid)
         target = getattr(event, "target", None)
-        for vid in {*range(before, len(versions)), *([target] if target is not None else [])}:
-            v = versions[vid]
-            if v.evidence and v.evidence[-1] == event.originator_version:
-                self.changes.put("evidence", (cid, vid, index, event.source, event.trust))
-                touched.add(vid)
+        if target is not None and target < before:
+            v = versions[target]
+            if v.evidence and v.evidence[-1] == event.originator_version:  # evidence added to it (support)
+                self.changes.put("evidence_events", (cid, target, index, event.source, event.trust))
+                touched.add(target)
         for vid in changed:
             self._status_changed(t, versions[vid].status, vid, index)
         for vid in touched:
@@ -173,17 +192,19 @@ class FrontierProjector:
             self.changes.put("edge_events", (cid, "revokes", index, target, index))
 
     def _status_changed(self, t: Tracked, status: str, vid: int, index: int) -> None:
-        cid = t.cell_id
+        """A run of one status closes (a ``status_history`` row) when the status differs; the new one is
+        the version row's ``status_since``."""
         current = t.status_since.get(vid)
         if current is None or current[0] != status:
             if current is not None:
-                self.changes.put("version_status", (cid, vid, current[0], current[1], index))
-            self.changes.put("version_status", (cid, vid, status, index, None))
+                self.changes.put("status_history", (t.cell_id, vid, current[0], current[1], index))
             t.status_since[vid] = (status, index)
 
     def _version_row(self, t: Tracked, v: Version) -> None:
+        created, source, trust = t.created[v.vid]
         self.changes.put("versions", (t.cell_id, v.vid, v.value, v.status, v.supersedes, v.alternative_of,
-                                      v.trust, v.support, json.dumps(v.sources), t.created[v.vid]))
+                                      v.trust, v.support, json.dumps(v.sources), created, source, trust,
+                                      t.status_since[v.vid][1]))
 
 
 def _vid(row: Row) -> int:

@@ -52,10 +52,10 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
     order, the first one creating the cell). Mirrors ``FrontierProjector.apply`` step by step."""
     state: CellState | None = None
     versions: list[Any] = []
-    created: dict[int, int] = {}  # vid -> event index that created it
-    status_rows: dict[tuple[int, int], Row] = {}  # (vid, from_index) -> row: same keys as the table
-    status_since: dict[int, tuple[str, int]] = {}
-    evidence = out.rows["evidence"]
+    created: dict[int, tuple[int, str | None, int]] = {}  # vid -> (event index, source, trust) creating it
+    status_since: dict[int, tuple[str, int]] = {}  # vid -> (current status, from_index)
+    closed = out.rows["status_history"]
+    evidence = out.rows["evidence_events"]
     edges = out.rows["edge_events"]
     first = last = 0
     n = 0
@@ -69,10 +69,7 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
         before = len(versions)
         changed = cls.transition(state, f, revision)
         for vid in range(before, len(versions)):  # new versions: created here, with their evidence
-            v = versions[vid]
-            created[vid] = index
-            if v.evidence and v.evidence[-1] == revision:
-                evidence.append((cid, vid, index, f["source"], f["trust"]))
+            created[vid] = (index, f["source"], f["trust"])
         target = f.get("target")
         if target is not None and target < before:
             v = versions[target]
@@ -83,8 +80,7 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
             current = status_since.get(vid)
             if current is None or current[0] != status:
                 if current is not None:
-                    status_rows[vid, current[1]] = (cid, vid, current[0], current[1], index)
-                status_rows[vid, index] = (cid, vid, status, index, None)
+                    closed.append((cid, vid, current[0], current[1], index))
                 status_since[vid] = (status, index)
         op = cls.OP
         if op == "support":
@@ -97,5 +93,4 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
     out.rows["cells"].append((cid, state.namespace, state.key, first, last))
     out.rows["versions"].extend(
         (cid, v.vid, v.value, v.status, v.supersedes, v.alternative_of, v.trust, v.support,
-         json.dumps(v.sources) if v.sources else "[]", created[v.vid]) for v in versions)
-    out.rows["version_status"].extend(status_rows.values())
+         json.dumps(v.sources) if v.sources else "[]", *created[v.vid], status_since[v.vid][1]) for v in versions)

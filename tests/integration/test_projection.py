@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 import pmem
 from adapters import sqlite_projection
 from adapters.sqlite_projection import SHADOW, TRACKING, FrontierProjection
-from projections.frontier import TABLES, VIEWS, Changes
-from projections.replay import fold
+from domain.state import CellState
+from projections.frontier import SCHEMA_VERSION, TABLES, VIEWS, Changes
+from projections.replay import Timeline
 from tests.conftest import ROOT, Backend
 
 NAMESPACES = ("default", "work")
@@ -159,6 +160,10 @@ def test_a_reopened_version_has_one_interval_row_per_opening_and_a_status_row_pe
     assert conn.execute("SELECT status, from_index, to_index FROM version_status WHERE vid = 0 "
                         "ORDER BY from_index").fetchall() == [
         ("active", 1, 2), ("superseded", 2, 3), ("active", 3, 4), ("superseded", 4, None)]
+    # stored: the closed runs in their own table, the current status in the version's row
+    assert conn.execute("SELECT from_index, to_index FROM status_history WHERE vid = 0 ORDER BY from_index"
+                        ).fetchall() == [(1, 2), (2, 3), (3, 4)]
+    assert conn.execute("SELECT status, status_since FROM versions WHERE vid = 0").fetchall() == [("superseded", 4)]
     edges = conn.execute("SELECT kind, src, dst, event_index FROM edges ORDER BY event_index, kind")
     assert edges.fetchall() == [
         ("supersedes", 1, 0, 2), ("revokes", 3, 1, 3), ("supersedes", 2, 0, 4)]
@@ -171,12 +176,30 @@ REOPENS = [("default", "k1", "accept", "a", 50, None), ("default", "k1", "accept
 
 
 def reference_views(store: pmem.Store) -> dict[str, list[tuple[Any, ...]]]:
-    """The ``intervals`` and ``edges`` rows of the reference fold (:mod:`projections.replay`) of the log."""
+    """The rows of every view, from the reference fold (:mod:`projections.replay`) of the log: the
+    status runs seen after each event, each version's evidence with its event's source and trust,
+    the open intervals and the edges."""
     events = list(store.log_store.indexed_events())
-    intervals, edges = [], []
-    for cid, t in fold(events).items():
+    by_index = dict(events)
+    cells: dict[Any, Timeline] = {}
+    runs: dict[tuple[str, int], list[list[Any]]] = {}  # (cell, vid) -> [status, from_index, to_index]
+    for index, e in events:
+        t = cells.setdefault(e.originator_id, Timeline(CellState(e.namespace, e.key)))
+        t.apply(index, e)
+        for v in t.state.versions:  # every version's status after this event, changed or not
+            mine = runs.setdefault((e.originator_id.hex, v.vid), [])
+            if not mine or mine[-1][0] != v.status:
+                if mine:
+                    mine[-1][2] = index
+                mine.append([v.status, index, None])
+    status = [(cid, vid, *run) for (cid, vid), mine in runs.items() for run in mine]
+    evidence, intervals, edges = [], [], []
+    for cid, t in cells.items():
         intervals += [(cid.hex, vid, o, c) for vid, spans in t.intervals.items() for o, c in spans]
         for v in t.state.versions:
+            for revision in v.evidence:
+                at = t.indices[revision - 1]
+                evidence.append((cid.hex, v.vid, at, by_index[at].source, by_index[at].trust))
             created = t.indices[v.created_at - 1]
             if v.supersedes is not None:
                 edges.append((cid.hex, "supersedes", v.vid, v.supersedes, created))
@@ -187,16 +210,18 @@ def reference_views(store: pmem.Store) -> dict[str, list[tuple[Any, ...]]]:
             edges.append((e.originator_id.hex, "supported-by", e.target, index, index))
         elif e.OP == "revoke":
             edges.append((e.originator_id.hex, "revokes", index, e.target, index))
-    return {"intervals": sorted(intervals, key=lambda r: r[:3]), "edges": sorted(edges, key=lambda r: r[:4])}
+    return {"version_status": sorted(status, key=lambda r: r[:4]), "evidence": sorted(evidence, key=lambda r: r[:3]),
+            "intervals": sorted(intervals, key=lambda r: r[:3]), "edges": sorted(edges, key=lambda r: r[:4])}
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=3))
 @example(steps=REOPENS, cuts=[4])
-def test_the_intervals_and_edges_views_equal_those_of_the_reference_fold(
+def test_every_view_equals_the_rows_of_the_reference_fold(
         backend: Backend, steps: list[Step], cuts: list[int]) -> None:
-    """Random logs (revokes reopen superseded versions, so a version has several intervals), caught
-    up in batches; on SQLite also after a rebuild, which swaps its tables in under the views."""
+    """``version_status``, ``evidence``, ``intervals`` and ``edges``, for random logs (revokes reopen
+    superseded versions, so a version has several intervals), caught up in batches; on SQLite also
+    after a rebuild, which swaps its tables in under the views."""
     if not backend.within(pg_examples=20):
         return
     with pmem.open(backend.new_url()) as store:
@@ -204,7 +229,7 @@ def test_the_intervals_and_edges_views_equal_those_of_the_reference_fold(
         store.catch_up()
         want = reference_views(store)
         got = {view: dump(store.projection_db)[view] for view in VIEWS}
-        assert got == want
+        assert set(want) == set(VIEWS) and got == want
         if backend.name == "sqlite":
             store.rebuild("frontier")
             assert {view: dump(store.projection_db)[view] for view in VIEWS} == want
@@ -222,38 +247,55 @@ def test_the_reference_example_reopens_a_version(db: str) -> None:
         assert reference_views(store)["intervals"] == dump(store.projection_db)["intervals"]
 
 
-def make_version_2(conn: Any) -> None:
-    """Turn a stored projection into the layout schema version 2 wrote: ``intervals`` and ``edges``
-    as tables holding their rows (with v2's partial index), no ``edge_events``, version 2."""
-    for view in VIEWS:
-        conn.execute(f"CREATE TABLE {view}_v2 AS SELECT * FROM {view}")
-    for view in VIEWS:
+def make_version(conn: Any, version: int) -> None:
+    """Turn a stored projection into the layout schema ``version`` (2 or 3) wrote. Version 3:
+    ``version_status`` and ``evidence`` as tables holding their rows (``version_status`` with its
+    partial index on the open rows), no ``status_history`` nor ``evidence_events``, ``versions``
+    without the current status and creating evidence, ``intervals`` and ``edges`` views over them.
+    Version 2: ``intervals`` and ``edges`` as tables too (with ``intervals``' partial index), no views,
+    no ``edge_events``."""
+    kept = [*VIEWS] if version == 2 else ["version_status", "evidence"]
+    for view in kept:
+        conn.execute(f"CREATE TABLE {view}_old AS SELECT * FROM {view}")
+    conn.execute("CREATE TABLE versions_old AS SELECT cell_id, vid, value, status, supersedes, alternative_of, "
+                 "trust, support, sources, created_index FROM versions")
+    for view in reversed(VIEWS):
         conn.execute(f"DROP VIEW {view}")
-        conn.execute(f"ALTER TABLE {view}_v2 RENAME TO {view}")
-    conn.execute("DROP TABLE edge_events")
-    conn.execute("CREATE INDEX intervals_open ON intervals(cell_id, vid) WHERE closed_at IS NULL")
-    conn.execute(f"UPDATE {TRACKING} SET version = 2 WHERE name = 'frontier'")
+    for table in ("versions", "status_history", "evidence_events", *(["edge_events"] if version == 2 else [])):
+        conn.execute(f"DROP TABLE {table}")
+    for table in ("versions", *kept):
+        conn.execute(f"ALTER TABLE {table}_old RENAME TO {table}")
+    conn.execute("CREATE INDEX version_status_open ON version_status(cell_id, vid) WHERE to_index IS NULL")
+    if version == 2:
+        conn.execute("CREATE INDEX intervals_open ON intervals(cell_id, vid) WHERE closed_at IS NULL")
+    else:
+        for view in ("intervals", "edges"):  # the SQL of these two has not changed since version 3
+            conn.execute(f"CREATE VIEW {view} AS {VIEWS[view]}")
+    conn.execute(f"UPDATE {TRACKING} SET version = {version} WHERE name = 'frontier'")
 
 
 @pytest.mark.parametrize("full_replay_from", [1, FrontierProjection.full_replay_from])
-def test_a_stored_version_2_projection_is_replaced_by_version_3_on_first_read(
-        db: str, full_replay_from: int) -> None:
-    """Its tables named like the views are dropped with the others and the log replayed (by the
-    rebuild's path from ``full_replay_from`` events on, where the backend offers it)."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_stored_older_projection_is_replaced_by_the_current_schema_on_first_read(
+        db: str, version: int, full_replay_from: int) -> None:
+    """Its tables named like the views are dropped with the others (its views first) and the log
+    replayed (by the rebuild's path from ``full_replay_from`` events on, where the backend offers it)."""
     with pmem.open(db) as store:
         write_log(store, 60, seed=4)
         store.catch_up()
         want = dump(store.projection_db)
-        make_version_2(store.projection_db)
-        assert not set(VIEWS) & store.projection_db.views() and "edge_events" not in store.projection_db.names()
+        make_version(store.projection_db, version)
+        views = {2: set(), 3: {"intervals", "edges"}}[version]
+        assert store.projection_db.views() == views and "status_history" not in store.projection_db.names()
     with pmem.open(db) as store:
         store.frontier_projection.full_replay_from = full_replay_from
         assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 60}
         store.frontier()
         assert dump(store.projection_db) == want
-        assert set(VIEWS) <= store.projection_db.views() and "intervals_open" not in store.projection_db.names()
+        assert store.projection_db.views() == set(VIEWS)
+        assert not {"intervals_open", "version_status_open"} & store.projection_db.names()
         tracking = store.projection_db.execute(f"SELECT position, version FROM {TRACKING} WHERE name='frontier'")
-        assert tracking.fetchall() == [(60, 3)]
+        assert tracking.fetchall() == [(60, SCHEMA_VERSION)] and SCHEMA_VERSION == 4
 
 
 def test_a_rebuild_swaps_its_tables_in_under_the_views(db_path: Path) -> None:

@@ -48,9 +48,21 @@ STORY = [
 ]
 
 
+def version_status(tables: Tables) -> list[tuple[Any, ...]]:
+    """The rows of the ``version_status`` view: the closed runs, then each version's current status."""
+    return [*tables.get("status_history", {}).values(),
+            *((v[0], v[1], v[3], v[12], None) for v in tables["versions"].values())]
+
+
+def evidence(tables: Tables) -> list[tuple[Any, ...]]:
+    """The rows of the ``evidence`` view: each version's creating evidence, then the evidence added later."""
+    return [*((v[0], v[1], v[9], v[10], v[11]) for v in tables["versions"].values()),
+            *tables.get("evidence_events", {}).values()]
+
+
 def statuses(tables: Tables, vid: int, n: int = FOREVER) -> list[tuple[str, int, int | None]]:
     """Version ``vid``'s status rows that began by ``n``, as ``(status, from_index, to_index)``."""
-    return sorted(((s[2], s[3], s[4]) for s in tables["version_status"].values() if s[1] == vid and s[3] <= n),
+    return sorted(((s[2], s[3], s[4]) for s in version_status(tables) if s[1] == vid and s[3] <= n),
                   key=lambda s: s[1])
 
 
@@ -88,7 +100,7 @@ def test_a_projector_seeded_from_stored_rows_continues_exactly_like_one_that_nev
             cell = tables_resumed.get("cells", {}).get(cid)
             if cell is not None:
                 mine = {t: [r for r in tables_resumed.get(t, {}).values() if r[0] == cid] for t in TABLES}
-                resumed.seed(cell, mine["versions"], [r for r in mine["version_status"] if r[4] is None])
+                resumed.seed(cell, mine["versions"])
         for index, e in evs[cut:]:
             resumed.apply(index, e)
         store(tables_resumed, resumed.flush())
@@ -105,11 +117,10 @@ def test_rows_read_as_of_n_assemble_into_what_the_fold_of_n_events_shows() -> No
     for n in [*range(1, 8), FOREVER]:
         rows = [VersionRows(
             vid, value, sup, alt,
-            next(s[2] for s in tables["version_status"].values()
-                 if s[1] == vid and s[3] <= n and (s[4] is None or s[4] > n)),
+            next(s[2] for s in version_status(tables) if s[1] == vid and s[3] <= n and (s[4] is None or s[4] > n)),
             open_intervals(statuses(tables, vid, n), n),
-            sorted(ev[2:] for ev in tables["evidence"].values() if ev[1] == vid and ev[2] <= n))
-            for _, vid, value, _, sup, alt, _, _, _, created in tables["versions"].values() if created <= n]
+            sorted(ev[2:] for ev in evidence(tables) if ev[1] == vid and ev[2] <= n))
+            for _, vid, value, _, sup, alt, _, _, _, created, *_ in tables["versions"].values() if created <= n]
         got = assemble("default", "budget", rows)
         (timeline,) = fold(evs[:n]).values()
         assert got.history() == timeline.history(), n
