@@ -15,7 +15,7 @@ the transitions of :mod:`domain.cell` apply that form directly, so no event obje
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,29 +47,21 @@ class CellRows:
         self.events += other.events
 
 
-def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
-    """Append to ``out`` the final rows of cell ``cid`` after ``events`` (its events, in revision
-    order, the first one creating the cell). Mirrors ``FrontierProjector.apply`` step by step."""
-    state: CellState | None = None
-    versions: list[Any] = []
-    created: dict[int, tuple[int, str | None, int]] = {}  # vid -> (event index, source, trust) creating it
+def fold_cell(cid: str, events: Sequence[StoredEvent], out: CellRows) -> None:
+    """Append to ``out`` the final rows of cell ``cid`` after ``events`` (all its events, in revision
+    order from the one that created the cell). Mirrors ``FrontierProjector.apply`` step by step."""
+    if not events:
+        return
+    first, base, _, f = events[0]
+    state = CellState(f["namespace"], f["key"])
+    versions = state.versions
     status_since: dict[int, tuple[str, int]] = {}  # vid -> (current status, from_index)
     closed = out.rows["status_history"]
     evidence = out.rows["evidence_events"]
     edges = out.rows["edge_events"]
-    first = last = 0
-    n = 0
     for index, revision, cls, f in events:
-        if state is None:
-            state = CellState(f["namespace"], f["key"])
-            versions = state.versions
-            first = index
-        n += 1
-        last = index
         before = len(versions)
         changed = cls.transition(state, f, revision)
-        for vid in range(before, len(versions)):  # new versions: created here, with their evidence
-            created[vid] = (index, f["source"], f["trust"])
         target = f.get("target")
         if target is not None and target < before:
             v = versions[target]
@@ -87,10 +79,13 @@ def fold_cell(cid: str, events: Iterable[StoredEvent], out: CellRows) -> None:
             edges.append((cid, "supported-by", target, index, index))
         elif op == "revoke":
             edges.append((cid, "revokes", index, target, index))
-    if state is None:
-        return
-    out.events += n
-    out.rows["cells"].append((cid, state.namespace, state.key, first, last))
-    out.rows["versions"].extend(
-        (cid, v.vid, v.value, v.status, v.supersedes, v.alternative_of, v.trust, v.support,
-         json.dumps(v.sources) if v.sources else "[]", *created[v.vid], status_since[v.vid][1]) for v in versions)
+    out.events += len(events)
+    out.rows["cells"].append((cid, state.namespace, state.key, first, events[-1][0]))
+    rows = out.rows["versions"]
+    for v in versions:  # a version's creating event (its first evidence) is its revision's, in order from base
+        index, revision, _, f = events[v.created_at - base]
+        if revision != v.created_at:
+            raise ValueError(f"cell {cid}: its events are not every revision from {base} on, in order")
+        rows.append((cid, v.vid, v.value, v.status, v.supersedes, v.alternative_of, v.trust, v.support,
+                     json.dumps(v.sources) if v.sources else "[]", index, f["source"], f["trust"],
+                     status_since[v.vid][1]))
