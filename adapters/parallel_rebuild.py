@@ -32,6 +32,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -96,27 +97,48 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
             insert_rows(conn, table + suffix, table, rows)
 
 
+def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
+                write: Callable[[CellRows], None], done: Callable[[int], Any] = lambda events: None) -> int:
+    """Fold each range's rows (``read``) and hand its rows to ``write``, which runs in a thread: a
+    write waiting for the file's write lock (another process writing) or stepping through SQLite
+    releases the interpreter, so the next range folds meanwhile. ``done`` gets each range's event
+    count once it is written. Returns the events folded."""
+    events = 0
+    with ThreadPoolExecutor(1, thread_name_prefix="pmem-rebuild-write") as writer:
+        pending: tuple[Future[None], int] | None = None
+        for cells in ranges:
+            out = fold_rows(read(cells))
+            if pending is not None:
+                pending[0].result()
+                done(pending[1])
+            pending = (writer.submit(write, out), out.events)
+            events += out.events
+        if pending is not None:
+            pending[0].result()
+            done(pending[1])
+    return events
+
+
 def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str) -> int:
     """In a worker process: fold ``ranges`` (of the ``total`` the log is read in) and write each one's
     rows into the tables ``table + suffix`` of the store, one write transaction per range. Returns the
     events folded."""
     src = read_only(store)
-    dst = sqlite3.connect(store, timeout=LOCK_TIMEOUT, isolation_level=None)
+    dst = sqlite3.connect(store, timeout=LOCK_TIMEOUT, isolation_level=None, check_same_thread=False)
+
+    def write(out: CellRows) -> None:
+        dst.execute("BEGIN IMMEDIATE")
+        try:
+            write_rows(dst, out, suffix)
+        except BaseException:
+            dst.execute("ROLLBACK")
+            raise
+        dst.execute("COMMIT")
+
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
-        events = 0
         with no_gc():
-            for cells in ranges:
-                out = fold_rows(range_rows(src, EVENTS_TABLE, cells, stop, total))
-                dst.execute("BEGIN IMMEDIATE")
-                try:
-                    write_rows(dst, out, suffix)
-                except BaseException:
-                    dst.execute("ROLLBACK")
-                    raise
-                dst.execute("COMMIT")
-                events += out.events
-        return events
+            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total), write)
     finally:
         src.close()
         dst.close()

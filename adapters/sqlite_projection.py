@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from adapters.parallel_rebuild import (
     cell_ranges,
     finish_worker,
-    fold_rows,
+    fold_ranges,
     no_gc,
     split,
     start_worker,
@@ -36,6 +36,7 @@ from adapters.stored_log import CellRange, RawRow
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, Changes, FrontierProjector, Row
+from projections.frontier_rebuild import CellRows
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
@@ -225,17 +226,17 @@ class FrontierProjection(TrackedProjection):
         procs: list[Any] = []
         try:
             procs = [start_worker(store, share, target, len(ranges), SHADOW) for share in shares[1:]]
-            folded = 0
-            for cells in shares[0]:
-                out = fold_rows(self.log.rows_of_cells(cells, target, len(ranges)))
-                with self._transaction():
-                    write_rows(self.conn, out, SHADOW)
-                folded += _advance(bar, out.events)
+            folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
+                                 self._write_shadow, bar.update)
             for proc in procs:
                 folded += _advance(bar, finish_worker(proc))
         finally:
             stop_workers(procs)
         return folded
+
+    def _write_shadow(self, out: CellRows) -> None:
+        with self._transaction():
+            write_rows(self.conn, out, SHADOW)
 
     def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
