@@ -49,6 +49,7 @@ from projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 ROOT = str(Path(__file__).resolve().parents[1])  # where the child process imports this package from
 
 LOCK_TIMEOUT = 60.0  # seconds a worker waits for the write lock (as the projection's own connection)
+PIECE_EVENTS = 50_000  # events folded per write transaction (a range is read at once, written in pieces)
 PARAMETERS_PER_STATEMENT = 900  # under SQLite's old limit of 999 bound parameters per statement
 
 
@@ -58,9 +59,11 @@ def cell_ranges(count: int) -> list[CellRange]:
     return [(lo, hi) for lo, hi in zip(["", *bounds[1:]], [*bounds[1:], None], strict=True)]
 
 
-def fold_rows(rows: list[RawRow]) -> CellRows:
-    """The final rows, in primary-key order, of the cells whose stored rows these are (each cell's in
-    revision order, the cells in any order: grouping them costs a third of sorting them)."""
+def fold_pieces(rows: list[RawRow], piece: int) -> Iterator[CellRows]:
+    """The final rows of the cells whose stored rows these are (each cell's in revision order, the
+    cells in any order: grouping them costs a third of sorting them), in primary-key order, in pieces
+    of whole cells and at least ``piece`` events (the last one smaller). A cell's stored rows are let
+    go once it is folded."""
     cells: dict[str, list[RawRow]] = {}
     for row in rows:
         found = cells.get(row[1])
@@ -68,11 +71,20 @@ def fold_rows(rows: list[RawRow]) -> CellRows:
             cells[row[1]] = [row]
         else:
             found.append(row)
-    out = CellRows()
     decode = _decoder()
+    out = CellRows()
     for cid in sorted(cells):
-        fold_cell(cid, decode(cells[cid]), out)
-    return out
+        fold_cell(cid, decode(cells.pop(cid)), out)
+        if out.events >= piece:
+            yield out
+            out = CellRows()
+    if out.events:
+        yield out
+
+
+def fold_rows(rows: list[RawRow]) -> CellRows:
+    """:func:`fold_pieces` in one piece."""
+    return next(fold_pieces(rows, 1 << 62), CellRows())
 
 
 def insert_rows(conn: ProjectionDb | sqlite3.Connection, name: str, table: str,
@@ -98,31 +110,33 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
 
 
 def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
-                write: Callable[[CellRows], None], done: Callable[[int], Any] = lambda events: None) -> int:
-    """Fold each range's rows (``read``) and hand its rows to ``write``, which runs in a thread: a
-    write waiting for the file's write lock (another process writing) or stepping through SQLite
-    releases the interpreter, so the next range folds meanwhile. ``done`` gets each range's event
-    count once it is written. Returns the events folded."""
+                write: Callable[[CellRows], None], piece: int = PIECE_EVENTS,
+                done: Callable[[int], Any] = lambda events: None) -> int:
+    """Fold each range's rows (``read``) in pieces of at least ``piece`` events and hand each
+    piece's rows to ``write``, which runs in a thread: a write waiting for the file's write lock
+    (another process writing) or stepping through SQLite releases the interpreter, so the next piece
+    folds meanwhile. ``done`` gets each piece's event count once it is written. Returns the events folded."""
     events = 0
     with ThreadPoolExecutor(1, thread_name_prefix="pmem-rebuild-write") as writer:
         pending: tuple[Future[None], int] | None = None
         for cells in ranges:
-            out = fold_rows(read(cells))
-            if pending is not None:
-                pending[0].result()
-                done(pending[1])
-            pending = (writer.submit(write, out), out.events)
-            events += out.events
+            for out in fold_pieces(read(cells), piece):
+                if pending is not None:
+                    pending[0].result()
+                    done(pending[1])
+                pending = (writer.submit(write, out), out.events)
+                events += out.events
         if pending is not None:
             pending[0].result()
             done(pending[1])
     return events
 
 
-def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str) -> int:
-    """In a worker process: fold ``ranges`` (of the ``total`` the log is read in) and write each one's
-    rows into the tables ``table + suffix`` of the store, one write transaction per range. Returns the
-    events folded."""
+def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
+                    piece: int = PIECE_EVENTS) -> int:
+    """In a worker process: fold ``ranges`` (of the ``total`` the log is read in) and write their rows
+    into the tables ``table + suffix`` of the store, one write transaction per piece of at least
+    ``piece`` events (:func:`fold_ranges`). Returns the events folded."""
     src = read_only(store)
     dst = sqlite3.connect(store, timeout=LOCK_TIMEOUT, isolation_level=None, check_same_thread=False)
 
@@ -138,18 +152,19 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
         with no_gc():
-            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total), write)
+            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total), write, piece)
     finally:
         src.close()
         dst.close()
 
 
-def start_worker(store: str, ranges: list[CellRange], stop: int, total: int,
-                 suffix: str) -> subprocess.Popen[bytes]:
+def start_worker(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
+                 piece: int) -> subprocess.Popen[bytes]:
     """A process that runs :func:`fold_into_store` on this job (``python -m`` this module, the job as its
     argument: nothing of the caller's program is imported again, as ``multiprocessing`` would)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
-    job = orjson.dumps({"store": store, "ranges": ranges, "stop": stop, "total": total, "suffix": suffix})
+    job = orjson.dumps({"store": store, "ranges": ranges, "stop": stop, "total": total, "suffix": suffix,
+                        "piece": piece})
     return subprocess.Popen([sys.executable, "-m", __name__, job.decode()], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
@@ -228,7 +243,7 @@ def main() -> None:
     try:
         job = orjson.loads(sys.argv[1])
         events = fold_into_store(job["store"], [(lo, hi) for lo, hi in job["ranges"]], job["stop"],
-                                 job["total"], job["suffix"])
+                                 job["total"], job["suffix"], job["piece"])
     except Exception as e:  # noqa: BLE001  (any failure is reported to the parent as one line)
         print(f"{type(e).__name__}: {e}".replace("\n", " "), file=sys.stderr)
         sys.exit(1)

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from adapters.parallel_rebuild import (
+    PIECE_EVENTS,
     cell_ranges,
     finish_worker,
     fold_ranges,
@@ -40,7 +41,7 @@ from projections.frontier_rebuild import CellRows
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
-REBUILD_CHUNK = 250_000  # events per range of cells a full rebuild folds in memory and commits at once
+REBUILD_CHUNK = 500_000  # events per range of cells a full rebuild reads into memory at once (one scan of the log)
 PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (spawning one costs ~0.5 s)
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
 SHADOW = "__rebuild"  # suffix of the tables a rebuild fills before swapping them in
@@ -87,7 +88,8 @@ class FrontierProjection(TrackedProjection):
 
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
-        self.rebuild_chunk = REBUILD_CHUNK  # events per range of cells a full rebuild folds and commits at once
+        self.rebuild_chunk = REBUILD_CHUNK  # events per range of cells a full rebuild reads at once
+        self.rebuild_piece = PIECE_EVENTS  # events (at least) a full rebuild folds per write transaction
         self.rebuild_workers: int | None = None  # processes a full rebuild folds with (None: the cores)
         self.parallel_from = PARALLEL_FROM  # events from which a full rebuild starts worker processes
 
@@ -166,9 +168,10 @@ class FrontierProjection(TrackedProjection):
 
         A full rebuild folds the log by ranges of cell id, each range in memory and cell by cell
         (:mod:`projections.frontier_rebuild`, :mod:`adapters.parallel_rebuild`), so it writes only the
-        final rows, in primary-key order, into shadow tables without secondary indexes, committing
-        every range (``rebuild_chunk`` events) so writers to the log are never held up for long; from
-        ``parallel_from`` events on, worker processes fold a share of the ranges each. One last
+        final rows, in primary-key order, into shadow tables without secondary indexes, a range read at
+        once (``rebuild_chunk`` events) and written in pieces (``rebuild_piece`` events), each piece
+        committed on its own so writers to the log are never held up for long; from ``parallel_from``
+        events on, worker processes fold a share of the ranges each. One last
         transaction drops the old tables, renames the shadow ones, builds the views and indexes and
         sets the position. Until that commits the old projection stays whole and readable; a crash before it
         leaves only shadow tables, which the next rebuild drops.
@@ -225,9 +228,10 @@ class FrontierProjection(TrackedProjection):
         shares = split(ranges, workers)
         procs: list[Any] = []
         try:
-            procs = [start_worker(store, share, target, len(ranges), SHADOW) for share in shares[1:]]
+            procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
+                     for share in shares[1:]]
             folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
-                                 self._write_shadow, bar.update)
+                                 self._write_shadow, self.rebuild_piece, bar.update)
             for proc in procs:
                 folded += _advance(bar, finish_worker(proc))
         finally:

@@ -16,17 +16,19 @@ from domain.errors import StoreUnavailable
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
 
-@pytest.mark.parametrize(("workers", "chunk"), [(2, 100), (3, 40), (2, 9)])
+@pytest.mark.parametrize(("workers", "chunk", "piece"), [(2, 100, 1 << 20), (3, 40, 7), (2, 9, 3), (2, 400, 25)])
 def test_a_rebuild_over_worker_processes_equals_the_incremental_projection(
-        db_path: Path, workers: int, chunk: int) -> None:
+        db_path: Path, workers: int, chunk: int, piece: int) -> None:
     """400 events in ranges of about ``chunk`` events, shared by this process and ``workers - 1``
-    others; 9 events a range makes more than SCAN_RANGES ranges, read through the log's index."""
+    others, each range written in pieces of at least ``piece`` events (a transaction each); 9 events
+    a range makes more than SCAN_RANGES ranges, read through the log's index."""
     with pmem.open(db_path) as store:
         write_log(store, 400, seed=5)
         store.catch_up()
         want = dump(store.projection_db)
         projection = store.frontier_projection
         projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = workers, 0, chunk
+        projection.rebuild_piece = piece
         assert (400 // chunk > SCAN_RANGES) == (chunk == 9)
         assert store.rebuild("frontier")["events"] == 400
         assert dump(store.projection_db) == want

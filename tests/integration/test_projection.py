@@ -88,16 +88,19 @@ def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[in
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=4),
        batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]),
-       chunk=st.sampled_from([1, 5, sqlite_projection.REBUILD_CHUNK]))
+       chunk=st.sampled_from([1, 5, sqlite_projection.REBUILD_CHUNK]),
+       piece=st.sampled_from([1, 4, sqlite_projection.PIECE_EVENTS]))
 @example(steps=[("default", "k1", "accept", "a", 50, None), ("default", "k1", "contest", "b", 50, None),
                 ("default", "k1", "contest", "c", 50, None), ("default", "k1", "resolve", "b", 50, None),
-                ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0, chunk=1)
+                ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0, chunk=1, piece=1)
 def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
-        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int, chunk: int) -> None:
+        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int, chunk: int,
+        piece: int) -> None:
     """Each batch is applied and read by a newly opened store (as by a new process), so catching up
     resumes from the stored rows; ``cache`` bounds the cells the projector keeps between batches.
-    On SQLite the rebuild takes its own path (cell by cell, final rows only, committed in chunks of
-    ``chunk`` events into shadow tables); on PostgreSQL it replays in place. Both must produce the
+    On SQLite the rebuild takes its own path (cell by cell, final rows only, read in ranges of
+    ``chunk`` events and committed in pieces of ``piece`` into shadow tables); on PostgreSQL it replays
+    in place. Both must produce the
     same rows."""
     if not backend.within(pg_examples=30):
         return
@@ -115,6 +118,7 @@ def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
         assert store.frontier_projection.position() == len(ops)
         assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
         store.frontier_projection.rebuild_chunk = chunk
+        store.frontier_projection.rebuild_piece = piece
         rebuilt = store.rebuild("frontier")
         assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
         assert dump(store.projection_db) == live  # and one rebuilt in place
