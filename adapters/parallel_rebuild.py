@@ -14,10 +14,11 @@ with multi-row ``INSERT`` statements. Measurements on this machine decided that 
 - ``executemany`` of one row per statement costs 1.55 us a row, most of it the driver's work per
   statement; statements of about 900 parameters (90 to 180 rows) cost 0.86 us a row.
 
-With more than one worker, the calling process folds the first share of the ranges and
-``workers - 1`` new processes fold the others; every process writes each range into the shadow
-tables in a write transaction of its own (SQLite has one writer at a time: a process that finishes
-folding while another writes waits for the lock). Writing a range into a scratch file per worker
+A range is written in pieces of whole cells (``PIECE_EVENTS``), each in a write transaction of its
+own, from a writer thread (:func:`fold_ranges`). With more than one worker, the calling process folds
+the first share of the ranges and ``workers - 1`` new processes fold the others, every process
+writing into the shadow tables: SQLite has one writer at a time, and a write waiting for the lock
+releases the interpreter, so the next piece folds meanwhile. Writing into a scratch file per worker
 and appending that with ``INSERT ... SELECT`` measured the same rate for more CPU. The workers are new
 interpreters (``python -m adapters.parallel_rebuild JOB``): a forked child would inherit the
 caller's SQLite connections and locks, and ``multiprocessing``'s spawn would run the caller's main
