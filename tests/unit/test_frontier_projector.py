@@ -7,7 +7,7 @@ from typing import Any
 
 from domain.cell import CellEvent, MemoryCell
 from domain.decide import decide
-from domain.operations import parse_operation
+from domain.operations import DEFAULT_TRUST, parse_operation
 from projections.frontier import TABLES, Changes, FrontierProjector
 from projections.frontier_view import FOREVER, VersionRows, assemble, open_intervals
 from projections.replay import fold
@@ -80,6 +80,11 @@ def test_a_reopened_version_gets_a_second_interval_and_status_rows_for_each_chan
     assert sorted((r[1], r[4], r[5], r[9]) for r in rows["versions"].values() if r[2] != "A") == [
         (0, None, None, 1), (1, 0, None, 2), (2, None, 1, 3), (3, 0, None, 7)]  # supersedes, alternative_of
     assert rows["versions"][cid, 0][7] == 1 and rows["versions"][cid, 0][8] == '["email", "slack"]'
+    # stored apart from the versions rows: only closed status runs and evidence added after creation
+    assert sorted(r[1:] for r in rows["status_history"].values() if r[1] == 0) == [
+        (0, "active", 1, 2), (0, "active", 5, 7), (0, "superseded", 2, 5)]
+    assert [r[1:4] for r in rows["evidence_events"].values()] == [(0, 6, "slack")]
+    assert rows["versions"][cid, 0][9:] == (1, "email", DEFAULT_TRUST, 7)  # created by event 1; since 7
     assert {r[2] for r in rows["cells"].values()} == {"budget", "room"}
 
 
