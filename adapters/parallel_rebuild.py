@@ -162,12 +162,14 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
 def start_worker(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
                  piece: int) -> subprocess.Popen[bytes]:
     """A process that runs :func:`fold_into_store` on this job (``python -m`` this module, the job as its
-    argument: nothing of the caller's program is imported again, as ``multiprocessing`` would)."""
+    argument: nothing of the caller's program is imported again, as ``multiprocessing`` would). It
+    starts in this package's folder: ``-m`` looks in the current folder first, which may hold another
+    copy of the package."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
     job = orjson.dumps({"store": store, "ranges": ranges, "stop": stop, "total": total, "suffix": suffix,
                         "piece": piece})
     return subprocess.Popen([sys.executable, "-m", __name__, job.decode()], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
 
 
 def finish_worker(proc: subprocess.Popen[bytes]) -> int:

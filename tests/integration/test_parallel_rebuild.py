@@ -39,6 +39,25 @@ def test_a_rebuild_over_worker_processes_equals_the_incremental_projection(
         assert store.get("k1").value == "after the rebuild"
 
 
+def test_workers_run_this_package_whatever_folder_the_caller_runs_in(
+        db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m`` looks in the current folder first: a folder holding another copy of the package
+    (here one whose worker fails at once) must not be the one the workers run."""
+    decoy = tmp_path / "elsewhere" / "adapters"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("")
+    (decoy / "parallel_rebuild.py").write_text("raise SystemExit('the decoy copy ran')\n")
+    monkeypatch.chdir(decoy.parent)
+    with pmem.open(db_path) as store:
+        write_log(store, 200, seed=3)
+        store.catch_up()
+        want = dump(store.projection_db)
+        projection = store.frontier_projection
+        projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 50
+        assert projection.rebuild() == 200
+        assert dump(store.projection_db) == want
+
+
 def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next_rebuild(db_path: Path) -> None:
     with pmem.open(db_path) as store:
         write_log(store, 200, seed=2)
