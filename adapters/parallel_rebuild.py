@@ -32,8 +32,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -111,26 +111,46 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
 
 
 def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
-                write: Callable[[CellRows], None], piece: int = PIECE_EVENTS,
+                write: Callable[[CellRows, float], bool], piece: int = PIECE_EVENTS,
                 done: Callable[[int], Any] = lambda events: None) -> int:
-    """Fold each range's rows (``read``) in pieces of at least ``piece`` events and hand each
-    piece's rows to ``write``, which runs in a thread: a write waiting for the file's write lock
-    (another process writing) or stepping through SQLite releases the interpreter, so the next piece
-    folds meanwhile. ``done`` gets each piece's event count once it is written. Returns the events folded."""
+    """Fold each range's rows (``read``) in pieces of at least ``piece`` events and write the pieces in
+    order with ``write(rows, wait)``, which gives up (False) when another process holds the write
+    lock for ``wait`` seconds. While folding, a write does not wait: the piece stays queued and the
+    next one folds, so a process never sleeps on the lock while it has work; once everything is
+    folded, the queue is written waiting for the lock. ``done`` gets each piece's event count once it
+    is written. Returns the events folded."""
     events = 0
-    with ThreadPoolExecutor(1, thread_name_prefix="pmem-rebuild-write") as writer:
-        pending: tuple[Future[None], int] | None = None
-        for cells in ranges:
-            for out in fold_pieces(read(cells), piece):
-                if pending is not None:
-                    pending[0].result()
-                    done(pending[1])
-                pending = (writer.submit(write, out), out.events)
-                events += out.events
-        if pending is not None:
-            pending[0].result()
-            done(pending[1])
+    queue: deque[CellRows] = deque()
+    for cells in ranges:
+        for out in fold_pieces(read(cells), piece):
+            queue.append(out)
+            events += out.events
+            while queue and write(queue[0], 0.0):
+                done(queue.popleft().events)
+    while queue:
+        if not write(queue[0], LOCK_TIMEOUT):
+            raise sqlite3.OperationalError(f"database is locked: no write lock within {LOCK_TIMEOUT:.0f} s")
+        done(queue.popleft().events)
     return events
+
+
+def write_piece(conn: sqlite3.Connection, out: CellRows, suffix: str, wait: float) -> bool:
+    """Write ``out`` into the tables ``table + suffix`` in one transaction, if the write lock comes
+    within ``wait`` seconds (False: nothing written, another process holds it)."""
+    conn.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        if conn.in_transaction or "locked" not in str(e):
+            raise
+        return False
+    try:
+        write_rows(conn, out, suffix)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return True
 
 
 def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
@@ -139,21 +159,12 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     into the tables ``table + suffix`` of the store, one write transaction per piece of at least
     ``piece`` events (:func:`fold_ranges`). Returns the events folded."""
     src = read_only(store)
-    dst = sqlite3.connect(store, timeout=LOCK_TIMEOUT, isolation_level=None, check_same_thread=False)
-
-    def write(out: CellRows) -> None:
-        dst.execute("BEGIN IMMEDIATE")
-        try:
-            write_rows(dst, out, suffix)
-        except BaseException:
-            dst.execute("ROLLBACK")
-            raise
-        dst.execute("COMMIT")
-
+    dst = sqlite3.connect(store, isolation_level=None)
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
         with no_gc():
-            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total), write, piece)
+            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total),
+                               lambda out, wait: write_piece(dst, out, suffix, wait), piece)
     finally:
         src.close()
         dst.close()

@@ -29,15 +29,14 @@ from adapters.parallel_rebuild import (
     split,
     start_worker,
     stop_workers,
-    write_rows,
+    write_piece,
 )
 from adapters.progress import Progress, silent
-from adapters.projection_db import ProjectionDb, create_table
+from adapters.projection_db import ProjectionDb, SqliteDb, create_table
 from adapters.stored_log import CellRange, RawRow
 from adapters.tracked_projection import TRACKING, TrackedProjection
 from domain.errors import StoreUnavailable
 from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, Changes, FrontierProjector, Row
-from projections.frontier_rebuild import CellRows
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
@@ -227,20 +226,22 @@ class FrontierProjection(TrackedProjection):
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
         shares = split(ranges, workers)
         procs: list[Any] = []
+        if not isinstance(self.conn, SqliteDb):
+            raise TypeError(f"a fast rebuild needs a SQLite projection, not {type(self.conn).__name__}")
+        raw = self.conn.raw
+        busy = raw.execute("PRAGMA busy_timeout").fetchone()[0]
         try:
             procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
                      for share in shares[1:]]
             folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
-                                 self._write_shadow, self.rebuild_piece, bar.update)
+                                 lambda out, wait: write_piece(raw, out, SHADOW, wait), self.rebuild_piece,
+                                 bar.update)
             for proc in procs:
                 folded += _advance(bar, finish_worker(proc))
         finally:
+            raw.execute(f"PRAGMA busy_timeout={busy}")
             stop_workers(procs)
         return folded
-
-    def _write_shadow(self, out: CellRows) -> None:
-        with self._transaction():
-            write_rows(self.conn, out, SHADOW)
 
     def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
