@@ -112,13 +112,15 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
 
 def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
                 write: Callable[[CellRows, float], bool], piece: int = PIECE_EVENTS,
-                done: Callable[[int], Any] = lambda events: None) -> int:
+                done: Callable[[int], Any] = lambda events: None,
+                idle: Callable[[], bool] = lambda: False) -> int:
     """Fold each range's rows (``read``) in pieces of at least ``piece`` events and write the pieces in
     order with ``write(rows, wait)``, which gives up (False) when another process holds the write
     lock for ``wait`` seconds. While folding, a write does not wait: the piece stays queued and the
-    next one folds, so a process never sleeps on the lock while it has work; once everything is
-    folded, the queue is written waiting for the lock. ``done`` gets each piece's event count once it
-    is written. Returns the events folded."""
+    next one folds, so a process never sleeps on the lock while it has work. Once everything is
+    folded, the queue is written; while another process holds the lock, ``idle`` is called (it
+    returns whether it found work: a checkpoint of the log's WAL) before waiting. ``done`` gets each
+    piece's event count once it is written. Returns the events folded."""
     events = 0
     queue: deque[CellRows] = deque()
     for cells in ranges:
@@ -128,8 +130,11 @@ def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[Ra
             while queue and write(queue[0], 0.0):
                 done(queue.popleft().events)
     while queue:
-        if not write(queue[0], LOCK_TIMEOUT):
-            raise sqlite3.OperationalError(f"database is locked: no write lock within {LOCK_TIMEOUT:.0f} s")
+        if not write(queue[0], 0.0):
+            if idle():
+                continue
+            if not write(queue[0], LOCK_TIMEOUT):
+                raise sqlite3.OperationalError(f"database is locked: no write lock within {LOCK_TIMEOUT:.0f} s")
         done(queue.popleft().events)
     return events
 
@@ -153,6 +158,14 @@ def write_piece(conn: sqlite3.Connection, out: CellRows, suffix: str, wait: floa
     return True
 
 
+def checkpoint(conn: sqlite3.Connection) -> bool:
+    """Copy what it can of the WAL into the database file (``PASSIVE``: it never waits for a lock);
+    whether there was anything to copy. A rebuild's writers do not checkpoint after each commit
+    (``wal_autocheckpoint`` 0): the process waiting for the write lock does it meanwhile."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return bool(busy == 0 and frames > copied)
+
+
 def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
                     piece: int = PIECE_EVENTS) -> int:
     """In a worker process: fold ``ranges`` (of the ``total`` the log is read in) and write their rows
@@ -162,9 +175,11 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     dst = sqlite3.connect(store, isolation_level=None)
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
+        dst.execute("PRAGMA wal_autocheckpoint=0")
         with no_gc():
             return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total),
-                               lambda out, wait: write_piece(dst, out, suffix, wait), piece)
+                               lambda out, wait: write_piece(dst, out, suffix, wait), piece,
+                               idle=lambda: checkpoint(dst))
     finally:
         src.close()
         dst.close()

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from adapters.parallel_rebuild import (
     PIECE_EVENTS,
     cell_ranges,
+    checkpoint,
     finish_worker,
     fold_ranges,
     no_gc,
@@ -230,16 +231,19 @@ class FrontierProjection(TrackedProjection):
             raise TypeError(f"a fast rebuild needs a SQLite projection, not {type(self.conn).__name__}")
         raw = self.conn.raw
         busy = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+        autocheckpoint = raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
         try:
+            raw.execute("PRAGMA wal_autocheckpoint=0")  # see parallel_rebuild.checkpoint
             procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
                      for share in shares[1:]]
             folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
                                  lambda out, wait: write_piece(raw, out, SHADOW, wait), self.rebuild_piece,
-                                 bar.update)
+                                 bar.update, lambda: checkpoint(raw))
             for proc in procs:
                 folded += _advance(bar, finish_worker(proc))
         finally:
             raw.execute(f"PRAGMA busy_timeout={busy}")
+            raw.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
             stop_workers(procs)
         return folded
 
