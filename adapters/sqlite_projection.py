@@ -27,6 +27,7 @@ from adapters.parallel_rebuild import (
     finish_worker,
     fold_ranges,
     no_gc,
+    pragmas,
     split,
     start_worker,
     stop_workers,
@@ -180,23 +181,30 @@ class FrontierProjection(TrackedProjection):
         tables are dropped and the log replayed from index 0 by the incremental path instead."""
         if not self.conn.fast_rebuild:
             return self._replay_in_place(target, progress)
+        if not isinstance(self.conn, SqliteDb):
+            raise TypeError(f"a fast rebuild needs a SQLite projection, not {type(self.conn).__name__}")
+        raw = self.conn.raw
         target = self.log.last_index() if target is None else target
         self.projector.forget()
         self._cached_at = -1
         bar = progress(self.name, target)
         try:
-            with self._transaction():
-                self._drop_tables(SHADOW)
-                self._create_tables(SHADOW, indexes=False)
-            with no_gc():
-                folded = self._fill_shadow(target, bar)
-            with self._transaction():
-                self._drop_tables()  # the views too: SQLite cannot rename a table while a view is broken
-                for table in TABLES:
-                    self.conn.execute(f"ALTER TABLE {table}{SHADOW} RENAME TO {table}")
-                self._create_views()
-                self._create_indexes()
-                self._move_position(target)
+            # Dropped tables' pages are not zeroed (this SQLite's build defaults to secure_delete ON,
+            # which made the swap write every freed page again); their rows are a projection of the log
+            # the same file keeps.
+            with pragmas(raw, secure_delete="FAST"):
+                with self._transaction():
+                    self._drop_tables(SHADOW)
+                    self._create_tables(SHADOW, indexes=False)
+                with no_gc():
+                    folded = self._fill_shadow(target, bar, raw)
+                with self._transaction():
+                    self._drop_tables()  # the views too: SQLite cannot rename a table while a view is broken
+                    for table in TABLES:
+                        self.conn.execute(f"ALTER TABLE {table}{SHADOW} RENAME TO {table}")
+                    self._create_views()
+                    self._create_indexes()
+                    self._move_position(target)
         except self.conn.errors as e:
             raise StoreUnavailable(f"cannot rebuild projection {self.name}: {e}") from e
         finally:
@@ -218,33 +226,28 @@ class FrontierProjection(TrackedProjection):
         finally:
             self.batch_size = batch_size
 
-    def _fill_shadow(self, target: int, bar: Any) -> int:
+    def _fill_shadow(self, target: int, bar: Any, raw: sqlite3.Connection) -> int:
         """Fold the log into the shadow tables by ranges of cells (:mod:`adapters.parallel_rebuild`):
         this process folds the first share of the ranges and worker processes the others, each
-        writing every range it folds into the shadow tables in a transaction of its own."""
+        writing pieces of what it folds into the shadow tables, a transaction each (``raw``: this
+        projection's connection)."""
         store = self._store_path()
         workers = self._workers(target, store)
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
         shares = split(ranges, workers)
         procs: list[Any] = []
-        if not isinstance(self.conn, SqliteDb):
-            raise TypeError(f"a fast rebuild needs a SQLite projection, not {type(self.conn).__name__}")
-        raw = self.conn.raw
-        busy = raw.execute("PRAGMA busy_timeout").fetchone()[0]
-        autocheckpoint = raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
-        try:
-            raw.execute("PRAGMA wal_autocheckpoint=0")  # see parallel_rebuild.checkpoint
-            procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
-                     for share in shares[1:]]
-            folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
-                                 lambda out, wait: write_piece(raw, out, SHADOW, wait), self.rebuild_piece,
-                                 bar.update, lambda: checkpoint(raw))
-            for proc in procs:
-                folded += _advance(bar, finish_worker(proc))
-        finally:
-            raw.execute(f"PRAGMA busy_timeout={busy}")
-            raw.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
-            stop_workers(procs)
+        # the writers leave checkpoints to the process waiting for the lock (parallel_rebuild.checkpoint)
+        with pragmas(raw, wal_autocheckpoint=0, busy_timeout=None):
+            try:
+                procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
+                         for share in shares[1:]]
+                folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
+                                     lambda out, wait: write_piece(raw, out, SHADOW, wait), self.rebuild_piece,
+                                     bar.update, lambda: checkpoint(raw))
+                for proc in procs:
+                    folded += _advance(bar, finish_worker(proc))
+            finally:
+                stop_workers(procs)
         return folded
 
     def _workers(self, target: int, store: str) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,6 +16,11 @@ from adapters.sqlite_projection import TRACKING
 from adapters.stored_log import SCAN_RANGES
 from domain.errors import StoreUnavailable
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
+
+
+def pragmas(conn: sqlite3.Connection) -> list[Any]:
+    return [conn.execute(f"PRAGMA {name}").fetchone()[0]
+            for name in ("secure_delete", "busy_timeout", "wal_autocheckpoint", "synchronous")]
 
 
 @pytest.mark.parametrize(("workers", "chunk", "piece"), [(2, 100, 1 << 20), (3, 40, 7), (2, 9, 3), (2, 400, 25)])
@@ -30,7 +37,9 @@ def test_a_rebuild_over_worker_processes_equals_the_incremental_projection(
         projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = workers, 0, chunk
         projection.rebuild_piece = piece
         assert (400 // chunk > SCAN_RANGES) == (chunk == 9)
+        settings = pragmas(store.projection_db.raw)
         assert store.rebuild("frontier")["events"] == 400
+        assert pragmas(store.projection_db.raw) == settings  # the rebuild's own settings undone
         assert dump(store.projection_db) == want
         assert dump(fresh_sqlite(store).conn) == want
         assert projection.position() == 400
