@@ -226,6 +226,21 @@ def split(ranges: list[CellRange], parts: int) -> list[list[CellRange]]:
 
 
 @contextmanager
+def pragmas(conn: sqlite3.Connection, **values: Any) -> Iterator[None]:
+    """These PRAGMAs of ``conn`` set for the block (a value of None: only restored after it), then
+    set back to what they were."""
+    before = {name: conn.execute(f"PRAGMA {name}").fetchone()[0] for name in values}
+    try:
+        for name, value in values.items():
+            if value is not None:
+                conn.execute(f"PRAGMA {name}={value}")
+        yield
+    finally:
+        for name, value in before.items():
+            conn.execute(f"PRAGMA {name}={value}")
+
+
+@contextmanager
 def no_gc() -> Iterator[None]:
     """The cyclic garbage collector off: a rebuild makes millions of tuples and no cycles, and in a
     process that already holds many objects each full collection walks them all."""
