@@ -42,6 +42,7 @@ from projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, 
 from projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
+MIN_PIECE_EVENTS = 5_000  # smallest rebuild piece (200,000 events: pieces of 12,500 took 1.03-1.10 s, 50,000 1.17-1.26)
 REBUILD_CHUNK = 500_000  # events per range of cells a full rebuild reads into memory at once (one scan of the log)
 PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (spawning one costs ~0.5 s)
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
@@ -90,7 +91,7 @@ class FrontierProjection(TrackedProjection):
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Log, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, FrontierProjector(), batch_size=batch_size)
         self.rebuild_chunk = REBUILD_CHUNK  # events per range of cells a full rebuild reads at once
-        self.rebuild_piece = PIECE_EVENTS  # events (at least) a full rebuild folds per write transaction
+        self.rebuild_piece = PIECE_EVENTS  # at most the events a full rebuild folds per write transaction
         self.rebuild_workers: int | None = None  # processes a full rebuild folds with (None: the cores)
         self.parallel_from = PARALLEL_FROM  # events from which a full rebuild starts worker processes
 
@@ -239,10 +240,12 @@ class FrontierProjection(TrackedProjection):
         # the writers leave checkpoints to the process waiting for the lock (parallel_rebuild.checkpoint)
         with pragmas(raw, wal_autocheckpoint=0, busy_timeout=None):
             try:
-                procs = [start_worker(store, share, target, len(ranges), SHADOW, self.rebuild_piece)
+                # about 8 pieces per process, so writing starts early and the lock changes hands often
+                piece = min(self.rebuild_piece, max(MIN_PIECE_EVENTS, target // (8 * workers)))
+                procs = [start_worker(store, share, target, len(ranges), SHADOW, piece)
                          for share in shares[1:]]
                 folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
-                                     lambda out, wait: write_piece(raw, out, SHADOW, wait), self.rebuild_piece,
+                                     lambda out, wait: write_piece(raw, out, SHADOW, wait), piece,
                                      bar.update, lambda: checkpoint(raw))
                 for proc in procs:
                     folded += _advance(bar, finish_worker(proc))
