@@ -20,7 +20,7 @@ the ranges and ``workers - 1`` new processes fold the others, every process writ
 tables. SQLite has one writer at a time and its lock is not fair (a waiter sleeps through the
 other's transactions), so a process that still has cells to fold only tries the lock and otherwise
 queues the piece and folds the next; one that has folded everything writes its queue and, while
-another holds the lock, checkpoints the WAL (:func:`checkpoint`). Writing into a scratch file per
+another holds the lock, checkpoints the WAL (:func:`checkpointer`). Writing into a scratch file per
 worker and appending that with ``INSERT ... SELECT`` measured the same rate for more CPU, and a writer
 thread per process left the writes fighting the fold for the interpreter (a 50,000-event piece took
 0.5 s to write instead of 0.2 s). The workers are new
@@ -122,9 +122,9 @@ def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[Ra
     order with ``write(rows, wait)``, which gives up (False) when another process holds the write
     lock for ``wait`` seconds. While folding, a write does not wait: the piece stays queued and the
     next one folds, so a process never sleeps on the lock while it has work. Once everything is
-    folded, the queue is written; while another process holds the lock, ``idle`` is called (it
-    returns whether it found work: a checkpoint of the log's WAL) before waiting. ``done`` gets each
-    piece's event count once it is written. Returns the events folded."""
+    folded, the queue is written; while another process holds the lock, ``idle`` runs first (a
+    checkpoint of the WAL, :func:`checkpointer`), again while it says so, and then the write waits.
+    ``done`` gets each piece's event count once it is written. Returns the events folded."""
     events = 0
     queue: deque[CellRows] = deque()
     for cells in ranges:
@@ -162,12 +162,21 @@ def write_piece(conn: sqlite3.Connection, out: CellRows, suffix: str, wait: floa
     return True
 
 
-def checkpoint(conn: sqlite3.Connection) -> bool:
-    """Copy what it can of the WAL into the database file (``PASSIVE``: it never waits for a lock);
-    whether there was anything to copy. A rebuild's writers do not checkpoint after each commit
-    (``wal_autocheckpoint`` 0): the process waiting for the write lock does it meanwhile."""
-    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    return bool(busy == 0 and frames > copied)
+def checkpointer(conn: sqlite3.Connection) -> Callable[[], bool]:
+    """What a process that has folded everything does while another holds the write lock: copy what
+    it can of the WAL into the database file (``PASSIVE``: it never waits for a lock). A rebuild's
+    writers do not checkpoint after each commit (``wal_autocheckpoint`` 0). Each call says whether
+    to call again before waiting for the lock: frames are left to copy and this call copied some (a
+    reader's snapshot can hold frames back; then there is nothing to gain by trying at once)."""
+    last = -1
+
+    def checkpoint() -> bool:
+        nonlocal last
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        progressed, last = copied != last, copied
+        return bool(busy == 0 and frames > copied and progressed)
+
+    return checkpoint
 
 
 def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, suffix: str,
@@ -183,7 +192,7 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
         with no_gc():
             return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total),
                                lambda out, wait: write_piece(dst, out, suffix, wait), piece,
-                               idle=lambda: checkpoint(dst))
+                               idle=checkpointer(dst))
     finally:
         src.close()
         dst.close()

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from adapters.parallel_rebuild import (
     PIECE_EVENTS,
     cell_ranges,
-    checkpoint,
+    checkpointer,
     finish_worker,
     fold_ranges,
     no_gc,
@@ -237,7 +237,7 @@ class FrontierProjection(TrackedProjection):
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
         shares = split(ranges, workers)
         procs: list[Any] = []
-        # the writers leave checkpoints to the process waiting for the lock (parallel_rebuild.checkpoint)
+        # the writers leave checkpoints to the process waiting for the lock (parallel_rebuild.checkpointer)
         with pragmas(raw, wal_autocheckpoint=0, busy_timeout=None):
             try:
                 # about 8 pieces per process, so writing starts early and the lock changes hands often
@@ -246,7 +246,7 @@ class FrontierProjection(TrackedProjection):
                          for share in shares[1:]]
                 folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
                                      lambda out, wait: write_piece(raw, out, SHADOW, wait), piece,
-                                     bar.update, lambda: checkpoint(raw))
+                                     bar.update, checkpointer(raw))
                 for proc in procs:
                     folded += _advance(bar, finish_worker(proc))
             finally:

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters.parallel_rebuild import cell_ranges, split
+from adapters.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
 from adapters.sqlite_projection import TRACKING
-from adapters.stored_log import SCAN_RANGES
+from adapters.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
 from domain.errors import StoreUnavailable
+from projections.frontier_rebuild import CellRows
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
 
@@ -88,6 +89,61 @@ def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next
         store.projection_db.execute("DELETE FROM stored_events WHERE originator_id = ?", ("f" * 32,))
         assert projection.rebuild() == 200
         assert dump(store.projection_db) == want and shadow_tables(store.projection_db) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lock=st.lists(st.booleans(), min_size=1, max_size=30), idle=st.lists(st.booleans(), max_size=10),
+       piece=st.integers(1, 60), ranges=st.integers(1, 5))
+def test_pieces_queued_while_the_lock_is_taken_are_all_written_once_in_order(
+        logged: tuple[Path, list[Any]], lock: list[bool], idle: list[bool], piece: int, ranges: int) -> None:
+    """``fold_ranges`` against a lock that comes and goes (``lock``, cycled: whether a try gets it) and
+    an idle task that asks to run again or not (``idle``): every piece is written exactly once, in
+    primary-key order, the rows are those of folding everything at once, a write only waits once
+    everything is folded and the idle task has said to stop, and ``done`` counts every event."""
+    db_path, rows = logged
+    tries = iter(lock * 1000)
+    idles = iter(idle)
+    written: list[CellRows] = []
+    calls: list[str] = []
+    counted: list[int] = []
+
+    def write(out: CellRows, wait: float) -> bool:
+        got = wait > 0 or next(tries)
+        calls.append(f"write {wait > 0} {got}")
+        if got:
+            written.append(out)
+        return got
+
+    def idle_task() -> bool:
+        calls.append("idle")
+        return next(idles, False)
+
+    conn = sqlite3.connect(db_path)
+    try:
+        events = fold_ranges(cell_ranges(ranges), lambda cells: range_rows(conn, EVENTS_TABLE, cells, 1 << 62, ranges),
+                             write, piece, counted.append, idle_task)
+    finally:
+        conn.close()
+    assert events == len(rows) == sum(counted) == sum(out.events for out in written)
+    merged = CellRows()
+    for out in written:
+        merged.extend(out)
+    assert merged.rows == fold_rows(rows).rows  # every row once, in primary-key (cell id) order
+    waited = [i for i, c in enumerate(calls) if c.startswith("write True")]
+    assert all(calls[i - 1] == "idle" for i in waited)  # a write waits only after the idle task said stop
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
+    """A store with a 300-event log, and its stored rows."""
+    db_path = tmp_path_factory.mktemp("fold-ranges") / "log.db"
+    with pmem.open(db_path) as store:
+        write_log(store, 300, seed=7)
+    conn = sqlite3.connect(db_path)
+    try:
+        return db_path, range_rows(conn, EVENTS_TABLE, ("", None), 1 << 62, 1)
+    finally:
+        conn.close()
 
 
 @given(count=st.integers(1, 300), parts=st.integers(1, 8),
