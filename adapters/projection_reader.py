@@ -20,19 +20,19 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+from projections.frontier import OPEN_SQL
 from projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, open_intervals, summarize
 
-_OPEN = "('active', 'contested', 'alternative')"
 # The open versions of a namespace's cells now: a version's current status is a column of its row ...
 _NOW = ("SELECT c.cell_id, c.key, v.value, v.status FROM cells c JOIN versions v ON v.cell_id = c.cell_id "
-        f"WHERE c.namespace = :ns AND v.status IN {_OPEN} ORDER BY c.key, v.vid")
+        f"WHERE c.namespace = :ns AND v.status IN ({OPEN_SQL}) ORDER BY c.key, v.vid")
 # ... and as of N, the status rows valid at N through the ``version_status`` view (measured faster on
 # SQLite than the union of the two joins on its base tables written out: 76 against 125 ms, 22,000 rows)
 _AS_OF = ("SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
           "JOIN version_status s ON s.cell_id = c.cell_id "
           "JOIN versions v ON v.cell_id = s.cell_id AND v.vid = s.vid "
           "WHERE c.namespace = :ns AND s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n) "
-          f"AND s.status IN {_OPEN} ORDER BY c.key, s.vid")
+          f"AND s.status IN ({OPEN_SQL}) ORDER BY c.key, s.vid")
 
 
 class ProjectionReader:

@@ -56,7 +56,7 @@ _PK: dict[str, Callable[[Row], Any]] = {
     t: itemgetter(*(list(cols).index(c) for c in pk)) for t, (cols, pk) in TABLES.items()}
 NULLABLE = {"versions": {"supersedes", "alternative_of", "created_source"}, "evidence_events": {"source"}}
 
-_OPEN_SQL = ", ".join(f"'{s}'" for s in sorted(OPEN))
+OPEN_SQL = ", ".join(f"'{s}'" for s in sorted(OPEN))  # the open statuses, an SQL list (views, listings)
 # Views over the tables, in the SQL common to SQLite (3.25+: window functions) and PostgreSQL, with the
 # columns of the tables they replaced, in dependency order (a view after the views it reads; dropped in
 # reverse). ``version_status``: the closed runs, then each version's current status (``to_index`` NULL,
@@ -77,10 +77,10 @@ VIEWS: dict[str, str] = {
         "SELECT cell_id, vid, MIN(from_index) AS opened_at, "
         "CASE WHEN COUNT(to_index) = COUNT(*) THEN MAX(to_index) END AS closed_at "
         "FROM (SELECT cell_id, vid, status, from_index, to_index, "
-        f"SUM(CASE WHEN status IN ({_OPEN_SQL}) THEN 0 ELSE 1 END) OVER "
+        f"SUM(CASE WHEN status IN ({OPEN_SQL}) THEN 0 ELSE 1 END) OVER "
         "(PARTITION BY cell_id, vid ORDER BY from_index ROWS UNBOUNDED PRECEDING) AS run "
         "FROM version_status) AS s "
-        f"WHERE status IN ({_OPEN_SQL}) GROUP BY cell_id, vid, run"),
+        f"WHERE status IN ({OPEN_SQL}) GROUP BY cell_id, vid, run"),
     "edges": (
         "SELECT cell_id, 'supersedes' AS kind, vid AS src, supersedes AS dst, created_index AS event_index "
         "FROM versions WHERE supersedes IS NOT NULL "
