@@ -16,8 +16,8 @@ from uuid import UUID
 from eventsourcing.domain import AggregateEvent, BaseAggregate, OriginatorVersionError
 from eventsourcing.utils import register_topic
 
-from domain.keys import cell_id
-from domain.state import CONTRADICTED, REVOKED, SUPERSEDED, CellState
+from pmem.domain.keys import cell_id
+from pmem.domain.state import CONTRADICTED, REVOKED, SUPERSEDED, CellState
 
 
 class CellEvent(AggregateEvent):

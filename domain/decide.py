@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.cell import (
+from pmem.domain.cell import (
     Accepted,
     CellEvent,
     Contested,
@@ -19,8 +19,8 @@ from domain.cell import (
     Revoked,
     Supported,
 )
-from domain.operations import NOOP, Operation
-from domain.state import CONTESTED, CellState
+from pmem.domain.operations import NOOP, Operation
+from pmem.domain.state import CONTESTED, CellState
 
 Decision = tuple[type[CellEvent], dict[str, Any]]
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from domain.errors import InvalidOperation
-from domain.keys import normalize_key
-from domain.node_types import node_type_problem
+from pmem.domain.errors import InvalidOperation
+from pmem.domain.keys import normalize_key
+from pmem.domain.node_types import node_type_problem
 
 OPS = ("accept", "contest", "reject", "revoke", "resolve", "support", "revise")
 VALUE_REQUIRED = frozenset({"accept", "contest", "resolve"})

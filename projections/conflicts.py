@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from domain.keys import normalize_key
+from pmem.domain.keys import normalize_key
 
 CONTEST_BELOW = 0.6
 CONFLICT_FACTOR = 0.6

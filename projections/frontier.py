@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
+from pmem.domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: a reader that only reads tables does not need it
-    from domain.cell import CellEvent
+    from pmem.domain.cell import CellEvent
 
 NAME = "frontier"
 SCHEMA_VERSION = 4  # bump when the tables or their meaning change: stored projections are then rebuilt

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from domain.state import CellState
-from projections.frontier import TABLES, Row
+from pmem.domain.state import CellState
+from pmem.projections.frontier import TABLES, Row
 
 
 class Transition(Protocol):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN
-from domain.views import CellView, History, VersionView
+from pmem.domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN
+from pmem.domain.views import CellView, History, VersionView
 
 FOREVER = 2**62  # ``as_of`` for "now": later than any event index
 

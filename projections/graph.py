@@ -26,12 +26,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from domain.keys import normalize_key
-from domain.node_types import default_node_type, strongest
-from domain.state import CellState
+from pmem.domain.keys import normalize_key
+from pmem.domain.node_types import default_node_type, strongest
+from pmem.domain.state import CellState
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
-    from domain.cell import CellEvent
+    from pmem.domain.cell import CellEvent
 
 NAME = "graph"
 SCHEMA_VERSION = 2  # 2: node_type column

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from projections.graph import EntityGraph, Fact, entity_slug
+from pmem.projections.graph import EntityGraph, Fact, entity_slug
 
 Scorer = Callable[[str, Sequence[str]], Sequence[float]]  # (question, texts) -> one score per text
 MIN_SLUG = 3

@@ -1,7 +1,7 @@
 """Ports the projections need from the outside world, as small Protocols (STYLE habit 5).
 
 An :class:`Embedder` turns texts into unit vectors. The vector index never cares which one it gets:
-the deterministic hashing embedder in :mod:`adapters.hashing_embedder` serves tests and offline use,
+the deterministic hashing embedder in :mod:`pmem.adapters.embedders.hashing_embedder` serves tests and offline use,
 an ONNX sentence embedder can replace it later.
 """
 
@@ -31,4 +31,4 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
 
 
-VECTOR_INDEX_KINDS = ("flat", "hnsw", "lsh")  # the settings a vector index accepts (see adapters.faiss_index)
+VECTOR_INDEX_KINDS = ("flat", "hnsw", "lsh")  # the settings a vector index accepts (search.faiss_index)

@@ -1,6 +1,6 @@
 """The read path of SPEC §6, as pure functions: render cells, gate and prune turns, fit a token budget.
 
-Nothing here does I/O: retrieval (embeddings, FAISS) and tokenizers live in :mod:`adapters.reader`,
+Nothing here does I/O: retrieval (embeddings, FAISS) and tokenizers live in :mod:`pmem.adapters.service.reader`,
 which hands this module cell views, turns and a token counter, and gets back the context string an
 agent would receive.
 """
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain.views import CellView
+from pmem.domain.views import CellView
 
 TokenCount = Callable[[str], int]
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from domain.state import OPEN, CellState
-from domain.views import CellView, History, VersionView
+from pmem.domain.state import OPEN, CellState
+from pmem.domain.views import CellView, History, VersionView
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
-    from domain.cell import CellEvent
+    from pmem.domain.cell import CellEvent
 
 IndexedEvent = tuple[int, "CellEvent"]  # (event index, event)
 

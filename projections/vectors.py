@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from domain.cell import CellEvent
-from domain.state import OPEN, CellState
-from domain.views import CellView
-from projections.replay import IndexedEvent, Timeline, fold
+from pmem.domain.cell import CellEvent
+from pmem.domain.state import OPEN, CellState
+from pmem.domain.views import CellView
+from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 Span = tuple[int, int | None]  # (opened_at, closed_at or None): open after opened_at, closed after closed_at
 

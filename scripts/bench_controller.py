@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from projections.controller import Controller, rank, recompute  # noqa: E402
+from pmem.projections.controller import Controller, rank, recompute  # noqa: E402
 
 
 def build(n: int, rng: random.Random) -> Controller:

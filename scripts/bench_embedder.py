@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.embedding_cache import CachedEmbedder, SqliteEmbeddingCache  # noqa: E402
-from adapters.onnx_embedder import OnnxEmbedder  # noqa: E402
+from pmem.adapters.embedders.cache import CachedEmbedder, SqliteEmbeddingCache  # noqa: E402
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder  # noqa: E402
 
 CONTEXT = ROOT.parent / "shared" / "data" / "factconsolidation" / "factconsolidation_6k_context.txt"
 

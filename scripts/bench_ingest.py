@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from domain.extraction.cloze import TEMPLATES  # noqa: E402
+from pmem.domain.extraction.cloze import TEMPLATES  # noqa: E402
 
 PMEM = str(Path(sys.executable).parent / "pmem")
 
@@ -69,9 +69,10 @@ CONTEXT = ROOT.parent / "shared" / "data" / "factconsolidation" / "factconsolida
 
 def split_run(text: str, db: Path, soft_keys: bool) -> dict[str, float]:
     """One in-process ingest into a fresh store: timings by stage, facts, keys and cells."""
-    from adapters.api import Store
-    from adapters.ingest import Ingestor, make_identity, read_records
-    from domain.extraction.template import TemplateExtractor
+    from pmem.adapters.service.ingest import Ingestor, make_identity
+    from pmem.adapters.service.store import Store
+    from pmem.adapters.sources.records import read_records
+    from pmem.domain.extraction.template import TemplateExtractor
 
     started = time.perf_counter()
     with Store(db) as store:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seconds per extraction prompt against a live model server (the local LLM route, scripts/local-llm.sh).
 
-Sends each of a few short records once through the LLM extractor (``adapters.llm_extractor``, up to 3
+Sends each of a few short records once through the LLM extractor (``pmem.adapters.llm.extractor``, up to 3
 attempts per record as in ingest) and reports, per record, the seconds, the model calls and the facts
 kept; then the median seconds per record and per model call. The baseline, measured in the same
 process on the same records, is the template extractor (no model). Needs ``PMEM_LLM_BASE`` (or
@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.llm import LlmSettings, _litellm  # noqa: E402
-from adapters.llm_extractor import LlmExtractor  # noqa: E402
-from domain.extraction.template import TemplateExtractor  # noqa: E402
+from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
+from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
+from pmem.domain.extraction.template import TemplateExtractor  # noqa: E402
 
 RECORDS = [
     "My home city is now Porto.",

@@ -9,7 +9,7 @@ offline ONNX MiniLM embedder for search and hop scoring:
 * ``single-shot k=12``: the top 12 cells by cosine (SPEC §6's L);
 * ``single-shot k=30``: the top 30 cells, the same cell budget the guided arm may reach;
 * ``graph-guided``: the top 12 plus up to 3 hops x 6 facts followed value -> subject from the
-  entities the question names (adapters.multihop.graph_guided_context).
+  entities the question names (pmem.adapters.graph.multihop.graph_guided_context).
 
     .venv/bin/python scripts/bench_multihop.py [--split mh] [--show-misses] [--data ../shared/data/factconsolidation]
 """
@@ -26,11 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.api import Store  # noqa: E402
-from adapters.embedding_cache import CachedEmbedder  # noqa: E402
-from adapters.ingest import Ingestor, make_extractor, read_records  # noqa: E402
-from adapters.multihop import graph_guided_context, single_shot_context  # noqa: E402
-from adapters.onnx_embedder import OnnxEmbedder  # noqa: E402
+from pmem.adapters.embedders.cache import CachedEmbedder  # noqa: E402
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder  # noqa: E402
+from pmem.adapters.graph.multihop import graph_guided_context, single_shot_context  # noqa: E402
+from pmem.adapters.service.ingest import Ingestor, make_extractor  # noqa: E402
+from pmem.adapters.service.store import Store  # noqa: E402
+from pmem.adapters.sources.records import read_records  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "factconsolidation"
 

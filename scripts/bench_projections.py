@@ -59,10 +59,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
-from adapters.hashing_embedder import HashingEmbedder  # noqa: E402
-from adapters.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
-from adapters.stored_log import range_rows  # noqa: E402
-from adapters.vector_search import top_cells  # noqa: E402
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder  # noqa: E402
+from pmem.adapters.eventstore.stored_log import range_rows  # noqa: E402
+from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
+from pmem.adapters.search.vector_search import top_cells  # noqa: E402
 
 BATCH = 20_000
 PMEM_BIN = str(Path(sys.executable).parent / "pmem")
@@ -180,7 +180,7 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
 
 def rows_per_event(store: pmem.Store) -> dict[str, float]:
     """Rows of each frontier table per event of the log: what a rebuild inserts."""
-    from projections.frontier import TABLES
+    from pmem.projections.frontier import TABLES
 
     conn, events = store.projection_db, store.last_index()
     per = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] / events for t in TABLES}

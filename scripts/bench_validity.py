@@ -30,15 +30,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from adapters.api import Store  # noqa: E402
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache  # noqa: E402
-from adapters.ingest import Ingestor, Record  # noqa: E402
-from adapters.multihop import graph_guided_context  # noqa: E402
-from adapters.onnx_embedder import OnnxEmbedder  # noqa: E402
-from adapters.reader import Reader, TokenCounter  # noqa: E402
-from domain.extraction.cloze import match_cloze  # noqa: E402
-from domain.extraction.template import TemplateExtractor  # noqa: E402
-from projections.reading import fit_budget, tail_that_fits  # noqa: E402
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache  # noqa: E402
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder  # noqa: E402
+from pmem.adapters.graph.multihop import graph_guided_context  # noqa: E402
+from pmem.adapters.service.ingest import Ingestor, Record  # noqa: E402
+from pmem.adapters.service.reader import Reader, TokenCounter  # noqa: E402
+from pmem.adapters.service.store import Store  # noqa: E402
+from pmem.domain.extraction.cloze import match_cloze  # noqa: E402
+from pmem.domain.extraction.template import TemplateExtractor  # noqa: E402
+from pmem.projections.reading import fit_budget, tail_that_fits  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 ALFWORLD = DATA / "alfworld" / "alfworld_vocab_from_constants.json"
@@ -497,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [] if a.quick else [int(s) for s in a.synthetic.split(",") if s.strip()]
     llm = None
     if a.llm:
-        from adapters.llm_reader import LLMReader
+        from pmem.adapters.llm.reader import LLMReader
 
         llm = LLMReader.from_env()
     t0 = time.perf_counter()

@@ -16,8 +16,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.onnx_embedder import OnnxEmbedder  # noqa: E402
-from domain.extraction.key_identity import same_key, shortlist_phrase  # noqa: E402
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder  # noqa: E402
+from pmem.domain.extraction.key_identity import same_key, shortlist_phrase  # noqa: E402
 
 THRESHOLDS = (0.5, 0.6, 0.65, 0.7, 0.72, 0.75, 0.8, 0.85, 0.9)
 

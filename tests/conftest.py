@@ -56,7 +56,7 @@ class Backend:
         """A separate, empty database for a projection built from scratch (the same interface the store uses)."""
         if self.name == "sqlite":
             return sqlite3.connect(":memory:", isolation_level=None)
-        from adapters.backend import PgBackend
+        from pmem.adapters.storage.backend import PgBackend
 
         backend = PgBackend.from_url(self.new_url())
         with backend.setting_up():
@@ -68,7 +68,7 @@ class Backend:
             return
         import psycopg
 
-        from adapters.backend import PgBackend
+        from pmem.adapters.storage.backend import PgBackend
 
         with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
             for schema in self.schemas:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from adapters.hashing_embedder import HashingEmbedder
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
 
 
 class EmbeddingServer:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from domain.extraction.facts import Fact
+from pmem.domain.extraction.facts import Fact
 
 LOW_CONFIDENCE = 0.6
 _CORRECTION_CUE = re.compile(r"\s*(?:\d+\.\s+)?(?:correction\s*:|actually\b|no\s*,\s*wait\b|i was wrong\b)", re.I)

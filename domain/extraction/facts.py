@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from domain.keys import normalize_key
+from pmem.domain.keys import normalize_key
 
 Status = Literal["asserted", "hedged", "reported", "withdrawn"]
 OpHint = Literal["accept", "reject", "revoke", "contest"]

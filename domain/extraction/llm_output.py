@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
-from domain.keys import normalize_key
-from domain.node_types import NODE_TYPES, node_type_problem
+from pmem.domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
+from pmem.domain.keys import normalize_key
+from pmem.domain.node_types import NODE_TYPES, node_type_problem
 
 MAX_OUTPUT_CHARS = 2 * 1024 * 1024  # a longer answer is cut here before parsing
 MAX_VALUE_BYTES = 64 * 1024  # as for any operation (domain.operations)

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import re
 
-from domain.extraction.cloze import match_cloze
-from domain.extraction.facts import CONFIDENCE, Extraction, Fact, OpHint, Status, personal_key, subject_key
-from domain.node_types import default_node_type
+from pmem.domain.extraction.cloze import match_cloze
+from pmem.domain.extraction.facts import CONFIDENCE, Extraction, Fact, OpHint, Status, personal_key, subject_key
+from pmem.domain.node_types import default_node_type
 
 _SERIAL = re.compile(r"(\d+)\.\s+(.*)", re.S)
 _OBSERVED = re.compile(r"Earlier observation:\s*(?P<obj>.+?) was in (?P<loc>.+)", re.S | re.I)

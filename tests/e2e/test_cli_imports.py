@@ -16,7 +16,7 @@ HEAVY = ("eventsourcing", "faiss", "numpy", "onnxruntime", "litellm")
 # Runs the CLI in-process, then prints on stderr which heavy modules it loaded.
 PROBE = (
     "import sys\n"
-    "from adapters.cli import main\n"
+    "from pmem.adapters.entrypoints.cli import main\n"
     "try:\n"
     "    main(sys.argv[1:])\n"
     "except SystemExit as e:\n"
@@ -70,7 +70,7 @@ def test_log_read_from_raw_rows_prints_what_the_decoded_events_give(caught_up: P
     pmem(caught_up, "revoke", "budget", "$50k", "--text", "withdrawn")
     pmem(caught_up, "reject", "budget")
     import pmem as api
-    from adapters.stored_log import object_dict
+    from pmem.adapters.eventstore.stored_log import object_dict
 
     with api.open(caught_up) as store:
         want = [object_dict(i, e) for i, e in store.log_store.indexed_events()]

@@ -10,7 +10,7 @@ import pty
 import subprocess
 from pathlib import Path
 
-from adapters.progress import MIN_TOTAL, silent, terminal_progress, tracked
+from pmem.adapters.progress import MIN_TOTAL, silent, terminal_progress, tracked
 from tests.conftest import PMEM_BIN
 from tests.e2e.test_cli import ok, pmem
 
@@ -110,7 +110,7 @@ def test_tracked_yields_every_item_and_advances_the_bar_to_its_total() -> None:
 def test_a_store_reports_its_rebuilds_and_catch_ups_to_the_progress_it_was_given(db_path: Path) -> None:
     seed(db_path)
     import pmem
-    from adapters.hashing_embedder import HashingEmbedder
+    from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
 
     made.clear()
     with pmem.open(db_path, progress=_Tally, embedder=HashingEmbedder()) as store:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from adapters.backend import open_backend
+from pmem.adapters.storage.backend import open_backend
 from tests.e2e.test_cli import error, ok, pmem
 
 CELL_FIELDS = {"key", "value", "status", "alternatives", "namespace", "score", "matched"}
@@ -61,7 +61,7 @@ def test_a_bad_k_or_query_is_a_json_error(db: str) -> None:
 
 
 def test_reads_other_than_search_do_not_load_faiss_or_numpy() -> None:
-    code = ("import sys, adapters.cli, adapters.api; "
+    code = ("import sys, pmem.adapters.entrypoints.cli, pmem.adapters.service.store; "
             "sys.exit(bool({'faiss', 'numpy'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

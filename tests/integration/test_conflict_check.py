@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pmem
-from adapters.conflict_check import checked_write, precheck
+from pmem.adapters.graph.conflict_check import checked_write, precheck
 
 
 def test_a_conflicting_write_is_recorded_as_a_contest_with_the_check_on_its_receipt(store: pmem.Store) -> None:

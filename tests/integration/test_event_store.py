@@ -11,8 +11,8 @@ import pytest
 from eventsourcing.application import Application
 
 import pmem
-from domain.cell import EVENT_CLASSES, MemoryCell
-from domain.keys import cell_id
+from pmem.domain.cell import EVENT_CLASSES, MemoryCell
+from pmem.domain.keys import cell_id
 
 
 class StockPmem(Application[Any]):
@@ -22,11 +22,12 @@ class StockPmem(Application[Any]):
 
 
 def stock_application(db: str) -> StockPmem:
-    from adapters.backend import open_backend
+    from pmem.adapters.storage.backend import open_backend
 
     env = open_backend(db).log_env("FULL")
-    env["PERSISTENCE_MODULE"] = env["PERSISTENCE_MODULE"].replace("adapters.sqlite_log:Factory", "eventsourcing.sqlite")
-    env["PERSISTENCE_MODULE"] = env["PERSISTENCE_MODULE"].replace("adapters.pg_log:Factory", "eventsourcing.postgres")
+    stock = {"pmem.adapters.eventstore.sqlite_log:Factory": "eventsourcing.sqlite",
+             "pmem.adapters.eventstore.pg_log:Factory": "eventsourcing.postgres"}
+    env["PERSISTENCE_MODULE"] = stock.get(env["PERSISTENCE_MODULE"], env["PERSISTENCE_MODULE"])
     return StockPmem(env=env)
 
 
@@ -134,7 +135,8 @@ def test_a_password_in_the_url_never_appears_in_an_error() -> None:
 def test_without_the_driver_a_postgresql_url_names_the_extra_to_install(tmp_path: Path) -> None:
     """psycopg hidden from the import system, as in an installation without the ``postgres`` extra."""
     code = ("import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
-            "from adapters.cli import main; main(['--db', 'postgresql://pmem@127.0.0.1:5432/x', 'stats'])")
+            "from pmem.adapters.entrypoints.cli import main\n"
+            "main(['--db', 'postgresql://pmem@127.0.0.1:5432/x', 'stats'])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                          env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert out.returncode == 1 and out.stdout == ""

@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters import faiss_index
-from adapters.eligible import EligibleSet
-from adapters.hashing_embedder import HashingEmbedder
-from adapters.int8_scan import Int8Scan
-from projections.replay import fold
-from projections.vectors import open_versions, version_text
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from pmem.adapters.search import faiss_index
+from pmem.adapters.search.eligible import EligibleSet
+from pmem.adapters.search.int8_scan import Int8Scan
+from pmem.projections.replay import fold
+from pmem.projections.vectors import open_versions, version_text
 from tests.integration.test_vector_index import (
     check_top_k_when_one_cell_holds_most_of_the_best_vectors,
     reference_search,

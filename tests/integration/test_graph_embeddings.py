@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pmem
-from adapters.graph_view import analyse, cosine_associations, proposals
-from adapters.onnx_embedder import OnnxEmbedder
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
+from pmem.adapters.graph.view import analyse, cosine_associations, proposals
 
 
 def test_entities_whose_texts_mean_the_same_become_associated_and_carry_their_embedding(
@@ -32,7 +32,7 @@ def test_every_entity_gets_a_pagerank_and_a_community_and_next_reads_them(store:
 
 def test_a_long_lived_session_syncs_only_what_a_write_changed_and_agrees_with_a_fresh_controller(
         store: pmem.Store) -> None:
-    from adapters.graph_view import GraphSession, controller_for
+    from pmem.adapters.graph.view import GraphSession, controller_for
 
     for i in range(8):
         store.accept(f"book_{i}.author", f"Author {i % 3}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pmem
-from adapters.graph_projection import TABLE, GraphProjection
+from pmem.adapters.readmodels.graph_projection import TABLE, GraphProjection
 from tests.conftest import Backend
 from tests.integration.test_projection import NAMESPACES, write_log
 

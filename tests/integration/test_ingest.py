@@ -10,11 +10,12 @@ from collections import defaultdict
 import pytest
 
 import pmem
-from adapters.ingest import Ingestor, Record, make_extractor, read_records
-from domain.errors import ExtractorNotConfigured, InvalidOperation
-from domain.extraction.annotate import CellSnapshot, annotate
-from domain.extraction.cloze import TEMPLATES
-from domain.extraction.template import TemplateExtractor
+from pmem.adapters.service.ingest import Ingestor, Record, make_extractor
+from pmem.adapters.sources.records import read_records
+from pmem.domain.errors import ExtractorNotConfigured, InvalidOperation
+from pmem.domain.extraction.annotate import CellSnapshot, annotate
+from pmem.domain.extraction.cloze import TEMPLATES
+from pmem.domain.extraction.template import TemplateExtractor
 from tests.conftest import SHARED
 
 FC = SHARED / "data" / "factconsolidation"

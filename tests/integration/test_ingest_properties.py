@@ -6,10 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters.ingest import Ingestor, read_records
-from domain.extraction.cloze import TEMPLATES
-from domain.extraction.facts import subject_key
-from domain.extraction.template import TemplateExtractor
+from pmem.adapters.service.ingest import Ingestor
+from pmem.adapters.sources.records import read_records
+from pmem.domain.extraction.cloze import TEMPLATES
+from pmem.domain.extraction.facts import subject_key
+from pmem.domain.extraction.template import TemplateExtractor
 
 SUBJECTS = ["Oslo", "Ada Lovelace", "São Paulo", "Apple Inc.", "Mount Fuji"]
 OBJECTS = ["Paris", "Washington, D.C.", "the sea", "Bob", "1984"]

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import pmem
-from adapters.embedders import EmbedderChoice
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
-from adapters.litellm_embedder import LitellmEmbedder, LitellmEmbedderSettings
-from domain.errors import EmbedderBadResponse, EmbedderUnavailable, InvalidOperation
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+from pmem.adapters.embedders.choice import EmbedderChoice
+from pmem.adapters.embedders.litellm_embedder import LitellmEmbedder, LitellmEmbedderSettings
+from pmem.domain.errors import EmbedderBadResponse, EmbedderUnavailable, InvalidOperation
 from tests.conftest import ROOT
 from tests.embedder_contract import EmbedderContract
 from tests.embedding_server import EmbeddingServer, closed_port_base, embedding_server
@@ -189,6 +189,7 @@ def test_a_failed_batch_writes_nothing_to_the_cache(db_path: Path) -> None:
 
 
 def test_importing_the_litellm_embedder_does_not_import_litellm() -> None:
-    code = ("import sys, adapters.litellm_embedder, adapters.embedders, adapters.api; "
+    code = ("import sys, pmem.adapters.embedders.litellm_embedder, pmem.adapters.embedders.choice\n"
+            "import pmem.adapters.service.store\n"
             "assert 'litellm' not in sys.modules and 'openai' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

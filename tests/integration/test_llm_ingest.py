@@ -13,12 +13,12 @@ from collections.abc import Sequence
 import pytest
 
 import pmem
-from adapters.ingest import FAILURE_KEY, Ingestor, Record, make_annotator, make_extractor
-from adapters.llm import LlmSettings
-from adapters.llm_extractor import LlmAnnotator, LlmExtractor, LlmKeyJudge
-from domain.errors import ExtractorNotConfigured
-from domain.extraction.annotate import EMPTY, CellSnapshot
-from domain.extraction.facts import Extraction, Fact
+from pmem.adapters.llm.client import LlmSettings
+from pmem.adapters.llm.extractor import LlmAnnotator, LlmExtractor, LlmKeyJudge
+from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor, Record, make_annotator, make_extractor
+from pmem.domain.errors import ExtractorNotConfigured
+from pmem.domain.extraction.annotate import EMPTY, CellSnapshot
+from pmem.domain.extraction.facts import Extraction, Fact
 
 
 def settings(*answers: str) -> LlmSettings:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.llm_reader import LLMReader
-from domain.errors import ReaderNotConfigured
+from pmem.adapters.llm.reader import LLMReader
+from pmem.domain.errors import ReaderNotConfigured
 
 
 def test_without_a_model_server_the_llm_reader_says_it_is_not_configured() -> None:
@@ -38,8 +38,8 @@ def test_the_llm_reader_takes_the_models_answer_through_litellm() -> None:
 
 def test_the_llm_planner_drives_iterative_readout_until_it_says_done(tmp_path: Path) -> None:
     import pmem
-    from adapters.hashing_embedder import HashingEmbedder
-    from adapters.reader import Reader
+    from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+    from pmem.adapters.service.reader import Reader
 
     with pmem.open(tmp_path / "mem.db", embedder=HashingEmbedder()) as store:
         store.apply([{"op": "accept", "key": "mug_1.location", "value": "countertop 1"},

@@ -7,9 +7,10 @@ import os
 import pytest
 
 import pmem
-from adapters.ingest import Ingestor, read_records
-from adapters.llm import LlmSettings
-from adapters.llm_extractor import LlmExtractor, LlmKeyJudge
+from pmem.adapters.llm.client import LlmSettings
+from pmem.adapters.llm.extractor import LlmExtractor, LlmKeyJudge
+from pmem.adapters.service.ingest import Ingestor
+from pmem.adapters.sources.records import read_records
 
 BASE = os.environ.get("PMEM_LLM_BASE")
 pytestmark = [pytest.mark.llm, pytest.mark.skipif(not BASE, reason="PMEM_LLM_BASE not set (scripts/local-llm.sh)")]

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 import pmem
-from adapters.ingest import Ingestor, make_extractor, read_records
-from adapters.llm import LlmSettings
-from adapters.llm_extractor import LlmExtractor
-from domain.errors import InvalidOperation
+from pmem.adapters.llm.client import LlmSettings
+from pmem.adapters.llm.extractor import LlmExtractor
+from pmem.adapters.service.ingest import Ingestor, make_extractor
+from pmem.adapters.sources.records import read_records
+from pmem.domain.errors import InvalidOperation
 from tests.conftest import SHARED
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo_conv0-4.json"

@@ -12,12 +12,13 @@ import pytest
 from eventsourcing.application import Application
 
 import pmem
-from adapters.graph_projection import TABLE
-from adapters.ingest import Ingestor, read_records
-from domain.cell import CellEvent, MemoryCell
-from domain.errors import InvalidOperation
-from domain.extraction.template import TemplateExtractor
-from domain.keys import cell_id
+from pmem.adapters.readmodels.graph_projection import TABLE
+from pmem.adapters.service.ingest import Ingestor
+from pmem.adapters.sources.records import read_records
+from pmem.domain.cell import CellEvent, MemoryCell
+from pmem.domain.errors import InvalidOperation
+from pmem.domain.extraction.template import TemplateExtractor
+from pmem.domain.keys import cell_id
 
 # An Accepted event exactly as the version-1 code stored it: no node_type, no class_version.
 V1_ACCEPT = orjson.dumps({

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import pmem
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
-from adapters.onnx_embedder import TOKENIZER_PATH, TOKENIZER_SHA256, OnnxEmbedder, installed_model_path
-from domain.errors import EmbedderUnavailable
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+from pmem.adapters.embedders.onnx_embedder import TOKENIZER_PATH, TOKENIZER_SHA256, OnnxEmbedder, installed_model_path
+from pmem.domain.errors import EmbedderUnavailable
 from tests.embedder_contract import PARAPHRASES, EmbedderContract
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_a_tampered_tokenizer_is_refused(tmp_path: Path) -> None:
 
 
 def test_importing_the_embedder_does_not_import_onnxruntime_or_tokenizers() -> None:
-    code = ("import sys, adapters.onnx_embedder, adapters.embedding_cache; "
+    code = ("import sys, pmem.adapters.embedders.onnx_embedder, pmem.adapters.embedders.cache; "
             "assert not {'onnxruntime', 'tokenizers'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
@@ -145,5 +145,11 @@ def test_the_built_wheel_carries_the_tokenizer_as_package_data(tmp_path: Path) -
                    check=True, cwd=tmp_path, capture_output=True)
     (wheel,) = tmp_path.glob("pmem-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "adapters/data/all-MiniLM-L6-v2/tokenizer.json" in names
-    assert "adapters/data/all-MiniLM-L6-v2/NOTICE" in names
+    assert "pmem/adapters/embedders/data/all-MiniLM-L6-v2/tokenizer.json" in names
+    assert "pmem/adapters/embedders/data/all-MiniLM-L6-v2/NOTICE" in names
+    # One import name: nothing installs as a top-level domain, projections or adapters package.
+    name, version = wheel.name.split("-")[:2]
+    assert {n.split("/")[0] for n in names} == {"pmem", f"{name}-{version}.dist-info"}
+    sources = {f"pmem/{layer}/{p.relative_to(ROOT / layer).as_posix()}" for layer in ("domain", "projections",
+               "adapters") for p in (ROOT / layer).rglob("*.py")}
+    assert sources and sources <= set(names), sorted(sources - set(names))

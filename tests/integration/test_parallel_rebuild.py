@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
-from adapters.sqlite_projection import TRACKING
-from adapters.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
-from domain.errors import StoreUnavailable
-from projections.frontier_rebuild import CellRows
+from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
+from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
+from pmem.adapters.readmodels.sqlite_projection import TRACKING
+from pmem.domain.errors import StoreUnavailable
+from pmem.projections.frontier_rebuild import CellRows
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
 
@@ -53,10 +53,11 @@ def test_workers_run_this_package_whatever_folder_the_caller_runs_in(
         db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``python -m`` looks in the current folder first: a folder holding another copy of the package
     (here one whose worker fails at once) must not be the one the workers run."""
-    decoy = tmp_path / "elsewhere" / "adapters"
-    decoy.mkdir(parents=True)
-    (decoy / "__init__.py").write_text("")
-    (decoy / "parallel_rebuild.py").write_text("raise SystemExit('the decoy copy ran')\n")
+    decoy = tmp_path / "elsewhere" / "pmem"
+    (decoy / "adapters" / "readmodels").mkdir(parents=True)
+    for init in (decoy, decoy / "adapters", decoy / "adapters" / "readmodels"):
+        (init / "__init__.py").write_text("")
+    (decoy / "adapters" / "readmodels" / "parallel_rebuild.py").write_text("raise SystemExit('the decoy copy ran')\n")
     monkeypatch.chdir(decoy.parent)
     with pmem.open(db_path) as store:
         write_log(store, 200, seed=3)

@@ -1,6 +1,6 @@
-"""``pmem worker`` on PostgreSQL is woken by the log's NOTIFY (adapters.pg_log.PgNotifications), not by
+"""``pmem worker`` on PostgreSQL is woken by the log's NOTIFY (pmem.adapters.eventstore.pg_log.PgNotifications), not by
 its watchdog; a listening connection that the server drops is replaced. PostgreSQL only: SQLite has no
-notifications and polls (adapters.follower.PollingWait, tested in tests/unit/test_follower.py)."""
+notifications and polls (pmem.adapters.readmodels.follower.PollingWait, tested in tests/unit/test_follower.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 import pmem
-from adapters.follower import NotifiedWait
-from adapters.pg_log import PgNotifications
+from pmem.adapters.eventstore.pg_log import PgNotifications
+from pmem.adapters.readmodels.follower import NotifiedWait
 from tests.conftest import PMEM_BIN, Backend
 
 TIMEOUT_S = 120

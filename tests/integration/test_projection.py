@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters import sqlite_projection
-from adapters.sqlite_projection import SHADOW, TRACKING, FrontierProjection
-from domain.state import CellState
-from projections.frontier import SCHEMA_VERSION, TABLES, VIEWS, Changes
-from projections.replay import Timeline
+from pmem.adapters.readmodels import sqlite_projection
+from pmem.adapters.readmodels.sqlite_projection import SHADOW, TRACKING, FrontierProjection
+from pmem.domain.state import CellState
+from pmem.projections.frontier import SCHEMA_VERSION, TABLES, VIEWS, Changes
+from pmem.projections.replay import Timeline
 from tests.conftest import ROOT, Backend
 
 NAMESPACES = ("default", "work")
@@ -462,7 +462,7 @@ def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skip
 
 VECTOR_CHILD = """
 import sys, pmem
-from adapters.vector_projection import VectorProjection
+from pmem.adapters.readmodels.vector_projection import VectorProjection
 store = pmem.open(sys.argv[1], synchronous="NORMAL")
 projection = VectorProjection(store.log_store, chunk=int(sys.argv[2]))
 print("ready", flush=True)
@@ -478,8 +478,8 @@ def vector_tables(conn: Any) -> list[list[tuple[Any, ...]]]:
 
 def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
         backend: Backend) -> None:
-    from adapters.vector_projection import VectorProjection
-    from projections.vectors import open_versions
+    from pmem.adapters.readmodels.vector_projection import VectorProjection
+    from pmem.projections.vectors import open_versions
 
     events, seen = 2000, []
     for trial in range(3):
@@ -538,7 +538,7 @@ with pmem.open(sys.argv[1]) as store:
 def test_processes_opening_a_store_at_once_all_set_up_its_projection(backend: Backend) -> None:
     """Each creates the tables under the write lock (a deferred transaction that read the schema
     could not upgrade to a write and would fail at once instead of waiting)."""
-    from adapters.eventlog import EventLog
+    from pmem.adapters.eventstore.eventlog import EventLog
 
     for trial in range(3):
         path = backend.new_url(f"open{trial}")

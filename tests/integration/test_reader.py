@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import pmem
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache
-from adapters.onnx_embedder import OnnxEmbedder
-from adapters.reader import LOOKUP_CELLS, MAX_LOOKUPS, Reader, TokenCounter
-from domain.errors import InvalidOperation
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
+from pmem.adapters.service.reader import LOOKUP_CELLS, MAX_LOOKUPS, Reader, TokenCounter
+from pmem.domain.errors import InvalidOperation
 
 EMBEDDER = CachedEmbedder(OnnxEmbedder(), MemoryEmbeddingCache())  # loads on first use, shared by the module
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import pmem
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache
-from adapters.ingest import Ingestor, read_records
-from adapters.onnx_embedder import OnnxEmbedder
-from adapters.soft_keys import DEFAULT_THRESHOLD, KeyIdentity, unmerge
-from domain.extraction.key_identity import same_key, shortlist_phrase
-from domain.extraction.template import TemplateExtractor
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
+from pmem.adapters.service.ingest import Ingestor
+from pmem.adapters.service.soft_keys import DEFAULT_THRESHOLD, KeyIdentity, unmerge
+from pmem.adapters.sources.records import read_records
+from pmem.domain.extraction.key_identity import same_key, shortlist_phrase
+from pmem.domain.extraction.template import TemplateExtractor
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "key_pairs.tsv"
 PRECISION_FLOOR = 0.95

@@ -1,15 +1,15 @@
-"""The plain-SQL view of the log (adapters.stored_log) agrees with eventsourcing's own."""
+"""The plain-SQL view of the log (pmem.adapters.eventstore.stored_log) agrees with eventsourcing's own."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pmem
-from adapters.api import _vector_position
-from adapters.hashing_embedder import HashingEmbedder
-from adapters.stored_log import CLASS_VERSION, EVENTS_TABLE, OP_BY_TOPIC, event_dict, object_dict
-from adapters.vector_projection import stored_position
-from domain.cell import EVENT_CLASSES
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from pmem.adapters.eventstore.stored_log import CLASS_VERSION, EVENTS_TABLE, OP_BY_TOPIC, event_dict, object_dict
+from pmem.adapters.readmodels.vector_projection import stored_position
+from pmem.adapters.service.store import _vector_position
+from pmem.domain.cell import EVENT_CLASSES
 
 
 def test_the_topic_table_names_every_event_class_with_its_op_and_current_version() -> None:
@@ -18,7 +18,7 @@ def test_the_topic_table_names_every_event_class_with_its_op_and_current_version
 
 
 def test_the_events_table_is_the_one_the_sqlite_recorder_writes(db_path: Path) -> None:
-    """The plain-SQL view is used on SQLite files only (adapters.backend: ``lazy_log``)."""
+    """The plain-SQL view is used on SQLite files only (pmem.adapters.storage.backend: ``lazy_log``)."""
     with pmem.open(db_path) as store:
         assert store.backend.lazy_log and store._events is not store.log_store
         assert store.log_store.recorder.events_table_name == EVENTS_TABLE

@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pmem
-from adapters.faiss_index import FaissIndex
-from adapters.hashing_embedder import HashingEmbedder
-from adapters.onnx_embedder import OnnxEmbedder
-from domain.state import OPEN
-from projections.replay import fold
-from projections.vectors import open_versions, version_text
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
+from pmem.adapters.search.faiss_index import FaissIndex
+from pmem.domain.state import OPEN
+from pmem.projections.replay import fold
+from pmem.projections.vectors import open_versions, version_text
 
 
 def found(results: list[Any]) -> list[tuple[str, str]]:

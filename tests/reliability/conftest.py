@@ -69,7 +69,7 @@ def new_store_url(backend: str, directory: Path, name: str = "mem") -> str:
 def drop_schemas() -> None:
     import psycopg
 
-    from adapters.backend import PgBackend
+    from pmem.adapters.storage.backend import PgBackend
 
     with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
         while _SCHEMAS:

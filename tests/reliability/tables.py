@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.graph_projection import TABLE as GRAPH_TABLE
-from projections.frontier import TABLES, VIEWS
+from pmem.adapters.readmodels.graph_projection import TABLE as GRAPH_TABLE
+from pmem.projections.frontier import TABLES, VIEWS
 
 VECTOR_TABLES = ("pmem_vec_versions", "pmem_vec_intervals")
 
@@ -25,7 +25,7 @@ def projection_rows(store: Any, *, vectors: bool = False) -> dict[str, list[tupl
 
 def rebuild_vector_tables(store: Any) -> None:
     """Replay the vector tables from index 1 without embedding anything (the tables alone)."""
-    from adapters.vector_projection import VectorProjection
+    from pmem.adapters.readmodels.vector_projection import VectorProjection
 
     projection = VectorProjection(store.log_store)
     projection.reset()

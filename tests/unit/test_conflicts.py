@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from projections.conflicts import Neighbour, check
+from pmem.projections.conflicts import Neighbour, check
 
 
 def kinds(result: object) -> list[str]:
@@ -58,7 +58,7 @@ def test_only_the_five_nearest_neighbours_are_compared() -> None:
 
 
 def test_the_llm_judges_answer_is_read_from_json_even_inside_code_fences() -> None:
-    from adapters.llm_judge import parse_verdict
+    from pmem.adapters.llm.judge import parse_verdict
 
     assert parse_verdict('```json\n{"conflict": true, "reason": "vegans eat no steak"}\n```') == (
         True, "vegans eat no steak")
@@ -68,8 +68,8 @@ def test_the_llm_judges_answer_is_read_from_json_even_inside_code_fences() -> No
 def test_an_llm_answer_out_of_form_is_an_error_never_a_silent_pass() -> None:
     import pytest
 
-    from adapters.llm_judge import parse_verdict
-    from domain.errors import JudgeUnavailable
+    from pmem.adapters.llm.judge import parse_verdict
+    from pmem.domain.errors import JudgeUnavailable
 
     for bad in ("sure, they conflict", '{"conflict": "yes"}'):
         with pytest.raises(JudgeUnavailable, match="conflict judge answered"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from projections.controller import Controller, Node, rank, recompute
+from pmem.projections.controller import Controller, Node, rank, recompute
 
 NODES = [f"n{i}" for i in range(6)]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from domain.cell import MemoryCell
-from domain.decide import decide
-from domain.operations import parse_operation
+from pmem.domain.cell import MemoryCell
+from pmem.domain.decide import decide
+from pmem.domain.operations import parse_operation
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

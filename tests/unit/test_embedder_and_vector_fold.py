@@ -7,10 +7,10 @@ from uuid import uuid4
 import numpy as np
 import pytest
 
-from adapters.hashing_embedder import HashingEmbedder
-from domain.cell import Accepted, CellEvent, Contested
-from projections.ports import Embedder
-from projections.vectors import VectorFold, version_text
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from pmem.domain.cell import Accepted, CellEvent, Contested
+from pmem.projections.ports import Embedder
+from pmem.projections.vectors import VectorFold, version_text
 
 EMBEDDERS = [HashingEmbedder(), HashingEmbedder(dim=64)]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.embedding_cache import CachedEmbedder, MemoryEmbeddingCache
-from adapters.hashing_embedder import HashingEmbedder
+from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache
+from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
 from tests.embedder_contract import EmbedderContract
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.extraction.annotate import EMPTY, CellSnapshot, annotate
-from domain.extraction.cloze import CLOZES, TEMPLATES, match_cloze
-from domain.extraction.facts import Fact, subject_key
-from domain.extraction.template import TemplateExtractor
+from pmem.domain.extraction.annotate import EMPTY, CellSnapshot, annotate
+from pmem.domain.extraction.cloze import CLOZES, TEMPLATES, match_cloze
+from pmem.domain.extraction.facts import Fact, subject_key
+from pmem.domain.extraction.template import TemplateExtractor
 
 X = TemplateExtractor()
 
@@ -164,7 +164,7 @@ def test_cue_words_inside_a_value_are_not_cues() -> None:
 
 # -- dialogue (LoCoMo turns) ----------------------------------------------------------------------
 def test_the_dialogue_template_reads_each_statement_sentence_and_skips_questions_and_other_forms() -> None:
-    from domain.extraction.template import DialogueTemplateExtractor
+    from pmem.domain.extraction.template import DialogueTemplateExtractor
 
     x = DialogueTemplateExtractor().extract(
         "Guess what? My home city is now Porto! Is my job now teacher? The capital of France is Paris.", 7)
@@ -175,7 +175,7 @@ def test_the_dialogue_template_reads_each_statement_sentence_and_skips_questions
 
 
 def test_a_speakers_first_person_key_is_put_under_the_speaker() -> None:
-    from domain.extraction.facts import speaker_key
+    from pmem.domain.extraction.facts import speaker_key
 
     assert speaker_key("Caroline", "home_city") == "caroline.home_city"
     assert speaker_key("José M.", "5k_pb") == "jose_m.5k_pb"

@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from adapters.follower import Follower, NotifiedWait, PollingWait, QueueNotifications, Target
+from pmem.adapters.readmodels.follower import Follower, NotifiedWait, PollingWait, QueueNotifications, Target
 
 
 @dataclass

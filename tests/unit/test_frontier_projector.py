@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from domain.cell import CellEvent, MemoryCell
-from domain.decide import decide
-from domain.operations import DEFAULT_TRUST, parse_operation
-from projections.frontier import TABLES, Changes, FrontierProjector
-from projections.frontier_view import FOREVER, VersionRows, assemble, open_intervals
-from projections.replay import fold
+from pmem.domain.cell import CellEvent, MemoryCell
+from pmem.domain.decide import decide
+from pmem.domain.operations import DEFAULT_TRUST, parse_operation
+from pmem.projections.frontier import TABLES, Changes, FrontierProjector
+from pmem.projections.frontier_view import FOREVER, VersionRows, assemble, open_intervals
+from pmem.projections.replay import fold
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 Tables = dict[str, dict[Any, tuple[Any, ...]]]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from domain.node_types import default_node_type
-from projections.graph import build_graph, entity_slug, prerequisite_key
-from projections.multihop import guided_facts, named_entities
+from pmem.domain.node_types import default_node_type
+from pmem.projections.graph import build_graph, entity_slug, prerequisite_key
+from pmem.projections.multihop import guided_facts, named_entities
 
 ROWS = [
     ("our_mutual_friend.author", "Charles Dickens", "active", 50, 1, None),

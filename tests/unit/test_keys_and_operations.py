@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain.errors import InvalidOperation
-from domain.keys import cell_id, normalize_key
-from domain.operations import Evidence, Operation, parse_operation
+from pmem.domain.errors import InvalidOperation
+from pmem.domain.keys import cell_id, normalize_key
+from pmem.domain.operations import Evidence, Operation, parse_operation
 
 
 @pytest.mark.parametrize(("raw", "key"), [("5K PB", "5k_pb"), ("user.Home City", "user.home_city"),

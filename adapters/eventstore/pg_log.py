@@ -1,0 +1,202 @@
+"""The PostgreSQL event log: eventsourcing's postgres persistence, extended for P-Mem like
+:mod:`pmem.adapters.eventstore.sqlite_log` extends the SQLite one (same methods, same guarantees).
+
+Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.pg_log:Factory``. On top of the stock recorder it
+- inserts a batch with one ``INSERT ... SELECT FROM unnest(...)`` under the stock ``EXCLUSIVE`` table
+  lock (readers are not blocked), and ``NOTIFY``s the channel the stock subscription listens on;
+- numbers the events itself, ``max + 1 ...`` under that lock, so event indices have no gaps even
+  when a transaction rolls back (a ``bigserial`` would skip the numbers it handed out). Every write,
+  ``Application.save`` included, goes through this path, so the sequence is never used;
+- records ``(namespace, op_id) -> event index`` in the same transaction, under a unique constraint;
+- loads the events of many cells in one query, and one cell's events up to an event index.
+
+A version conflict (another writer recorded the same cell version first) fails the whole
+transaction with :class:`eventsourcing.persistence.IntegrityError`, as on SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Identifier
+
+Row = tuple[str, int, str, bytes]
+_HEX = "translate(originator_id::text, '-', '')"
+
+
+class PmemPgRecorder(PostgresApplicationRecorder):
+    """The application recorder plus op-id idempotency, gap-free indices and bulk cell loading."""
+
+    def __init__(self, datastore: Any, *, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        schema = Identifier(self.datastore.schema)
+        self.op_ids_table = SQL("{}.pmem_op_ids").format(schema)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {} (namespace text NOT NULL, op_id text NOT NULL, "
+            "event_index bigint NOT NULL, PRIMARY KEY (namespace, op_id))").format(self.op_ids_table))
+        self.table = SQL("{}.{}").format(schema, Identifier(self.events_table_name))
+
+    @contextmanager
+    def _cursor(self, *, commit: bool) -> Iterator[psycopg.Cursor[Any]]:
+        """A tuple cursor in one transaction (rolled back unless ``commit``); library errors are
+        translated to eventsourcing's persistence errors by the datastore."""
+        with self.datastore.get_connection() as conn, conn.transaction(force_rollback=not commit):
+            yield conn.cursor(row_factory=tuple_row)
+
+    # -- writing -------------------------------------------------------------
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        rows = [(s.originator_id.hex if isinstance(s.originator_id, UUID) else str(s.originator_id),
+                 s.originator_version, s.topic, s.state) for s in stored_events]
+        if not rows:
+            return []
+        first = self.insert_rows(rows, [len(rows)], kwargs.get("op_ids", ()))
+        return list(range(first, first + len(rows)))
+
+    def insert_rows(self, rows: Iterable[Row], count: list[int],
+                    op_ids: Iterable[tuple[str, str, int]] = ()) -> int:
+        """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
+        event index of the first (the rest follow consecutively). The contract of
+        :meth:`pmem.adapters.eventstore.sqlite_log.PmemRecorder.insert_rows`."""
+        batch = list(rows)  # decided and encoded before the table lock is taken
+        with self._cursor(commit=True) as c:
+            for statement in self.lock_table_statements:
+                c.execute(statement)
+            c.execute(SQL("NOTIFY {}").format(Identifier(self.channel_name)))
+            c.execute(SQL("SELECT COALESCE(MAX(notification_id), 0) FROM {}").format(self.table))
+            first = int(c.fetchone()[0]) + 1  # type: ignore[index]
+            if batch:
+                ids, versions, topics, states = zip(*batch, strict=True)
+                c.execute(SQL(
+                    "INSERT INTO {} (originator_id, originator_version, topic, state, notification_id) "
+                    "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[], %s::bigint[])"
+                ).format(self.table), (list(ids), list(versions), list(topics), list(states),
+                                       list(range(first, first + len(batch)))))
+            id_rows = [(ns, op_id, first + pos) for ns, op_id, pos in op_ids]
+            if id_rows:
+                namespaces, names, indices = zip(*id_rows, strict=True)
+                c.execute(SQL("INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])")
+                          .format(self.op_ids_table), (list(namespaces), list(names), list(indices)))
+        return first
+
+    # -- reads ---------------------------------------------------------------
+    def select_cells(self, ids: Sequence[UUID], upto: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        """Rows ``(index, originator_id_hex, version, topic, state)`` per cell, in version order."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        if not ids:
+            return out
+        sql = SQL("SELECT notification_id, " + _HEX + ", originator_version, topic, state FROM {} "
+                  "WHERE originator_id = ANY(%s::uuid[])").format(self.table)
+        params: list[Any] = [[i.hex for i in ids]]
+        if upto is not None:
+            sql += SQL(" AND notification_id <= %s")
+            params.append(upto)
+        with self._cursor(commit=False) as c:
+            c.execute(sql + SQL(" ORDER BY originator_id, originator_version"), params)
+            for row in c.fetchall():
+                out.setdefault(row[1], []).append(row)
+        return out
+
+    def select_rows(self, start: int, stop: int | None, limit: int) -> list[tuple[Any, ...]]:
+        """Rows ``(index, originator_id_hex, version, topic, state)`` with ``start <= index <= stop``."""
+        sql = SQL("SELECT notification_id, " + _HEX + ", originator_version, topic, state FROM {} "
+                  "WHERE notification_id >= %s").format(self.table)
+        params: list[Any] = [start]
+        if stop is not None:
+            sql += SQL(" AND notification_id <= %s")
+            params.append(stop)
+        with self._cursor(commit=False) as c:
+            c.execute(sql + SQL(" ORDER BY notification_id LIMIT %s"), [*params, limit])
+            return c.fetchall()
+
+    def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
+        with self._cursor(commit=False) as c:
+            c.execute(SQL("SELECT op_id, event_index FROM {} WHERE namespace = %s AND op_id = ANY(%s)")
+                      .format(self.op_ids_table), (namespace, list(op_ids)))
+            return {r[0]: int(r[1]) for r in c.fetchall()}
+
+    def max_notification_id(self) -> int:
+        with self._cursor(commit=False) as c:
+            c.execute(SQL("SELECT COALESCE(MAX(notification_id), 0) FROM {}").format(self.table))
+            return int(c.fetchone()[0])  # type: ignore[index]
+
+    def integrity_check(self) -> str:
+        """``ok``, or what is wrong: indices must run 1..N without a gap, every op id must name an
+        event of its namespace (PostgreSQL checks its own pages; this checks P-Mem's invariants)."""
+        with self._cursor(commit=False) as c:
+            c.execute(SQL("SELECT count(*), COALESCE(MIN(notification_id), 1), COALESCE(MAX(notification_id), 0) "
+                          "FROM {}").format(self.table))
+            n, lo, hi = c.fetchone()  # type: ignore[misc]
+            if (lo, hi) != (1, n):
+                return f"event indices are not 1..{n}: they run {lo}..{hi}"
+            c.execute(SQL("SELECT count(*) FROM {} o LEFT JOIN {} e ON e.notification_id = o.event_index "
+                          "WHERE e.notification_id IS NULL").format(self.op_ids_table, self.table))
+            dangling = int(c.fetchone()[0])  # type: ignore[index]
+            return "ok" if dangling == 0 else f"{dangling} op ids name no event"
+
+
+class Factory(PostgresFactory):
+    """The persistence factory ``eventsourcing`` finds in this module."""
+
+    application_recorder_class = PmemPgRecorder
+
+
+def is_pg_error(e: BaseException) -> bool:
+    return isinstance(e, psycopg.Error)
+
+
+class PgNotifications:
+    """The NOTIFYs of :meth:`PmemPgRecorder.insert_rows`, heard on a connection of its own that
+    LISTENs on the recorder's channel: the :class:`pmem.adapters.readmodels.follower.Notifications` source of
+    ``pmem worker`` on PostgreSQL.
+
+    This is the listen half of eventsourcing's ``PostgresSubscription`` (``LISTEN channel``, then
+    ``conn.notifies(timeout=..., stop_after=1)``), without its iterator of events and without the
+    ``ProjectionRunner`` on top. Both fit an eventsourcing ``TrackingRecorder`` view that records
+    one event at a time; P-Mem's projections read the log themselves and commit a batch with
+    their own position (:mod:`pmem.adapters.readmodels.tracked_projection`), the same transaction a reader
+    catching up uses. The subscription would select every event a second time, only to be told
+    that there are some. LISTEN is issued here, before the follower first reads the last index,
+    so a NOTIFY sent after that read is queued and never missed between a read and a wait; one
+    that is lost all the same (a dropped connection, upstream eventsourcing issues #305/#306) is
+    the watchdog's job (:class:`pmem.adapters.readmodels.follower.NotifiedWait`). The channel is per database,
+    not per schema: stores in other schemas of the same database wake this one up too, which
+    costs one cheap re-read of the last index.
+    """
+
+    def __init__(self, conninfo: dict[str, Any], channel: str, label: str, connect_timeout: int = 10) -> None:
+        self.conninfo, self.channel, self.label, self.connect_timeout = conninfo, channel, label, connect_timeout
+        self.conn = self._listen()
+
+    def _listen(self) -> psycopg.Connection[Any]:
+        from pmem.domain.errors import StoreUnavailable
+
+        try:
+            conn = psycopg.connect(**self.conninfo, autocommit=True, connect_timeout=self.connect_timeout)
+            conn.execute(SQL("LISTEN {}").format(Identifier(self.channel)))
+        except psycopg.Error as e:
+            raise StoreUnavailable(f"cannot listen for new events in {self.label}: "
+                                   f"{(str(e).strip().splitlines() or [type(e).__name__])[0]}") from e
+        return conn
+
+    def wait(self, timeout: float) -> bool:
+        """True when a NOTIFY arrived within ``timeout`` seconds. A broken connection is replaced
+        (and reported as a notification, so the loop re-reads the log at once: anything sent while
+        nobody listened is found there); a server that cannot be reached raises StoreUnavailable."""
+        try:
+            for _ in self.conn.notifies(timeout=max(timeout, 0.0), stop_after=1):
+                return True
+            return False
+        except psycopg.OperationalError:
+            self.conn.close()
+            self.conn = self._listen()
+            return True
+
+    def close(self) -> None:
+        self.conn.close()

@@ -1,0 +1,187 @@
+"""The SQLite event log: eventsourcing's SQLite persistence, tuned and extended for P-Mem.
+
+Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.sqlite_log``. On top of the stock recorder it
+- opens every connection with ``synchronous=FULL`` (or the ``PMEM_SYNCHRONOUS`` setting) and a
+  generous busy timeout, in WAL mode;
+- inserts a batch with one ``executemany`` and returns the notification ids (event indices);
+- records ``(namespace, op_id) -> event index`` in the same transaction as the events, under a
+  unique constraint, so a resent operation is found and a concurrent duplicate fails cleanly;
+- loads the events of many cells in one query, and one cell's events up to an event index.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteCursor,
+    SQLiteDatastore,
+    SQLiteFactory,
+)
+
+SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_CHUNK = 500
+Row = tuple[str, int, str, bytes]
+
+
+class TunedConnectionPool(SQLiteConnectionPool):
+    synchronous = "FULL"
+
+    def _create_connection(self) -> SQLiteConnection:
+        # Switching a new file to WAL needs a moment of exclusive access, and SQLite reports "database
+        # is locked" at once instead of waiting: several processes opening a fresh store together
+        # would fail. Retry with backoff, within the same budget as the busy timeout.
+        deadline = time.monotonic() + (self.lock_timeout or 60)
+        delay = 0.005
+        while True:
+            try:
+                conn = super()._create_connection()
+                break
+            except (OperationalError, sqlite3.OperationalError) as e:
+                if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+        raw = conn._sqlite_conn
+        raw.execute(f"PRAGMA synchronous={self.synchronous}")
+        raw.execute("PRAGMA cache_size=-65536")  # 64 MiB: the (cell id, version) index stays in memory
+        raw.row_factory = None  # plain tuples: faster than sqlite3.Row
+        return conn
+
+
+class TunedDatastore(SQLiteDatastore):
+    def __init__(self, db_name: str, *, synchronous: str, lock_timeout: int | None = None, **kw: Any):
+        super().__init__(db_name, lock_timeout=lock_timeout, **kw)
+        self.pool.close()
+        pool = TunedConnectionPool(db_name=db_name, lock_timeout=lock_timeout)
+        pool.synchronous = synchronous
+        self.pool = pool
+
+
+class PmemRecorder(SQLiteApplicationRecorder):
+    """The application recorder plus op-id idempotency and bulk cell loading."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            "CREATE TABLE IF NOT EXISTS pmem_op_ids ("
+            "namespace TEXT NOT NULL, op_id TEXT NOT NULL, event_index INTEGER NOT NULL, "
+            "PRIMARY KEY (namespace, op_id)) WITHOUT ROWID",
+        ]
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        rows = [(s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id,
+                 s.originator_version, s.topic, s.state) for s in stored_events]
+        first = self._insert_rows(c, rows, [len(rows)], kwargs.get("op_ids", ()))
+        return list(range(first, first + len(rows)))
+
+    def insert_rows(self, rows: Iterable[Row], count: list[int],
+                    op_ids: Iterable[tuple[str, str, int]] = ()) -> int:
+        """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
+        event index of the first (the rest follow consecutively).
+
+        ``rows`` may be a generator that encodes each event as it is bound: each encoded body is then
+        freed before the next is made, several times faster than building them all first. It must
+        keep ``count[0]`` equal to the rows it has produced. ``op_ids`` are ``(namespace, op_id,
+        position in rows)``, read after the rows are consumed and written in the same transaction.
+        """
+        with self.datastore.transaction(commit=True) as c:
+            return self._insert_rows(c, rows, count, op_ids)
+
+    def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: list[int],
+                     op_ids: Iterable[tuple[str, str, int]]) -> int:
+        c.executemany(self.insert_events_statement, rows)
+        # We hold the write lock, so the rows took consecutive rowids ending at the maximum.
+        c.execute(self.select_max_notification_id_statement)
+        first = int(c.fetchone()[0] or 0) - count[0] + 1
+        id_rows = [(ns, op_id, first + pos) for ns, op_id, pos in op_ids]
+        if id_rows:
+            c.executemany("INSERT INTO pmem_op_ids VALUES (?,?,?)", id_rows)
+        return first
+
+    # -- reads ---------------------------------------------------------------
+    def select_cells(self, ids: Sequence[UUID], upto: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+        """Rows ``(rowid, originator_id_hex, version, topic, state)`` per cell, in version order."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        hexes = [i.hex for i in ids]
+        with self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(hexes), _CHUNK):
+                chunk = hexes[start:start + _CHUNK]
+                sql = (f"SELECT rowid, originator_id, originator_version, topic, state FROM "
+                       f"{self.events_table_name} WHERE originator_id IN ({','.join('?' * len(chunk))})")
+                params: list[Any] = list(chunk)
+                if upto is not None:
+                    sql += " AND rowid<=?"
+                    params.append(upto)
+                c.execute(sql + " ORDER BY originator_id, originator_version", params)
+                for row in c.fetchall():
+                    out.setdefault(row[1], []).append(row)
+        return out
+
+    def select_rows(self, start: int, stop: int | None, limit: int) -> list[tuple[Any, ...]]:
+        """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``start <= rowid <= stop``."""
+        sql = (f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name} "
+               f"WHERE rowid>=?")
+        params: list[Any] = [start]
+        if stop is not None:
+            sql += " AND rowid<=?"
+            params.append(stop)
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
+            return list(c.fetchall())
+
+    def select_rows_of_cells(self, cells: tuple[str, str | None], stop: int, ranges: int) -> list[tuple[Any, ...]]:
+        """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``rowid <= stop`` of the cells
+        in the range ``cells``, one of ``ranges`` (see ``stored_log.range_rows``)."""
+        from pmem.adapters.eventstore.stored_log import range_query
+
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(*range_query(self.events_table_name, cells, stop, ranges))
+            return list(c.fetchall())
+
+    def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        with self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(op_ids), _CHUNK):
+                chunk = list(op_ids[start:start + _CHUNK])
+                c.execute(f"SELECT op_id, event_index FROM pmem_op_ids WHERE namespace=? AND op_id IN "
+                          f"({','.join('?' * len(chunk))})", [namespace, *chunk])
+                found.update(dict(c.fetchall()))
+        return found
+
+    def max_notification_id(self) -> int:
+        return super().max_notification_id() or 0
+
+    def integrity_check(self) -> str:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("PRAGMA integrity_check")
+            return str(c.fetchone()[0])
+
+
+class Factory(SQLiteFactory):
+    """The persistence factory ``eventsourcing`` finds in this module."""
+
+    application_recorder_class = PmemRecorder
+
+    def __init__(self, env: Any):
+        super().__init__(env)
+        sync = (self.env.get("PMEM_SYNCHRONOUS") or "FULL").upper()
+        if sync not in SYNCHRONOUS:
+            raise OSError(f"PMEM_SYNCHRONOUS must be one of {', '.join(SYNCHRONOUS)}, got {sync!r}")
+        self.datastore.close()
+        timeout = int(self.env.get(self.SQLITE_LOCK_TIMEOUT) or 60)
+        self.datastore = TunedDatastore(self.env.get(self.SQLITE_DBNAME), synchronous=sync, lock_timeout=timeout)
+
+
+def is_sqlite_error(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.Error)

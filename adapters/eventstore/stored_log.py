@@ -1,0 +1,157 @@
+"""The log as the read side sees it before eventsourcing is loaded: plain SQL on the store's file.
+
+``pmem get`` (and ``frontier``, ``history``, ``log``, ``stats``) only read the projections and the
+raw event rows; importing ``eventsourcing`` and opening its application was most of their start-up.
+:class:`LazyLog` answers ``last_index()`` and raw rows with the projection connection (the same
+file), and opens the :class:`~pmem.adapters.eventstore.eventlog.EventLog` only when events must be decoded: a
+projection that lags the log catches up through it, so reads stay exact.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from pmem.domain.errors import StoreUnavailable
+
+EVENTS_TABLE = "stored_events"  # the table of eventsourcing's SQLite recorder (a test checks the name)
+# topic -> op of every event class in domain.cell (a test checks it against EVENT_CLASSES)
+OP_BY_TOPIC = {
+    "pmem.cell/Accepted": "accept", "pmem.cell/Contested": "contest", "pmem.cell/Rejected": "reject",
+    "pmem.cell/Revoked": "revoke", "pmem.cell/Resolved": "resolve", "pmem.cell/Supported": "support",
+    "pmem.cell/NotApplied": "noop",
+}
+CLASS_VERSION = 2  # domain.cell's current event class_version (a test checks it): rows at it need no upcast
+RawRow = tuple[int, str, int, str, bytes]  # (event index, cell id hex, cell revision, topic, state)
+CellRange = tuple[str, "str | None"]  # [lo, hi) of cell ids (hex); hi None: no upper bound
+# The rows of a range of cells. A scan of the table (NOT INDEXED) reads them in storage order and skips
+# the other cells' rows inside SQLite (0.1-0.4 us a row), where following the (cell, revision) index
+# visits the rows at random (2.9 us a row on a 1,000,000-event log); but a log read in many ranges
+# would be scanned once per range, so past SCAN_RANGES ranges the index is the cheaper way.
+RANGE_SQL = ("SELECT rowid, originator_id, originator_version, topic, state FROM {table}{how} "
+             "WHERE originator_id >= ? AND rowid <= ?")
+SCAN_RANGES = 16
+MMAP_BYTES = 1 << 40  # SQLite caps it at its compile-time maximum (2 GiB by default)
+
+
+def range_query(table: str, cells: CellRange, stop: int, ranges: int) -> tuple[str, tuple[Any, ...]]:
+    """The SQL and parameters that read the stored rows with index ``<= stop`` of the cells in the
+    range, each cell's in revision order (by index in a scan, by cell and revision through the index:
+    both the order the rows are read in), for a log read in ``ranges`` ranges."""
+    lo, hi = cells
+    scan = ranges <= SCAN_RANGES
+    sql = RANGE_SQL.format(table=table, how=" NOT INDEXED" if scan else "")
+    if hi is not None:
+        sql += " AND originator_id < ?"
+    sql += " ORDER BY rowid" if scan else " ORDER BY originator_id, originator_version"
+    return sql, ((lo, stop) if hi is None else (lo, stop, hi))
+
+
+def read_only(path: str) -> sqlite3.Connection:
+    """A read-only connection to the store file that memory-maps it."""
+    conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+    return conn
+
+
+def range_rows(conn: sqlite3.Connection, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
+    """:func:`range_query` run on ``conn``."""
+    return conn.execute(*range_query(table, cells, stop, ranges)).fetchall()
+
+
+def has_log(conn: sqlite3.Connection) -> bool:
+    """Whether this file already holds a P-Mem log (else the EventLog must create it)."""
+    try:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                             (EVENTS_TABLE,)).fetchone()
+    except sqlite3.Error:
+        return False
+    return found is not None
+
+
+class LazyLog:
+    """What projections and plain reads need of the log; the EventLog opens on first real need."""
+
+    def __init__(self, conn: sqlite3.Connection, open_log: Callable[[], Any]) -> None:
+        self.conn = conn
+        self._open_log = open_log
+
+    def last_index(self) -> int:
+        row = self._query(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}", ())
+        return int(row[0][0] or 0)
+
+    def rows(self, start: int, stop: int | None, limit: int) -> list[RawRow]:
+        """Raw rows with ``start <= index <= stop`` (``stop`` None: to the end), at most ``limit``."""
+        sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {EVENTS_TABLE} WHERE rowid>=?"
+        params: list[Any] = [start]
+        if stop is not None:
+            sql += " AND rowid<=?"
+            params.append(stop)
+        return self._query(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
+
+    # -- what needs decoded events: the EventLog --------------------------------------------
+    def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[Any]:
+        return self._open_log().indexed_events(start, stop)  # type: ignore[no-any-return]
+
+    def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
+        """The rows of the cells in the range ``cells`` with index ``<= stop`` (one of ``ranges``), read
+        through a read-only connection of its own that memory-maps the file (no system call per page)."""
+        path = self.conn.execute("PRAGMA database_list").fetchone()[2]
+        try:
+            if not path:  # an in-memory store: its one connection
+                return range_rows(self.conn, EVENTS_TABLE, cells, stop, ranges)
+            conn = read_only(path)
+            try:
+                return range_rows(conn, EVENTS_TABLE, cells, stop, ranges)
+            finally:
+                conn.close()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot read the log in {path or 'memory'}: {e}") from e
+
+    def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> Any:
+        return self._open_log().cell_events(ids, upto)
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot read the log: {e}") from e
+
+
+def event_dict(row: RawRow) -> dict[str, Any]:
+    """The plain dict ``pmem log`` prints for a raw row: index, key, op, value, applied, every other
+    field that is set, and ``recorded_at``. A row stored at an older class version (it needs
+    upcasting) or with an unknown topic goes through the full decoder."""
+    index, cid, revision, topic, state = row
+    f = orjson.loads(state)
+    op = OP_BY_TOPIC.get(topic)
+    if op is None or f.pop("class_version", 1) != CLASS_VERSION:
+        from pmem.adapters.eventstore.codec import decode_event
+
+        return object_dict(index, decode_event(topic, state, cid, revision))
+    d: dict[str, Any] = {"event_index": index, "key": f["key"], "op": op, "value": f.get("value"),
+                         "applied": op != "noop"}
+    for name, v in f.items():
+        if name in ("timestamp", "value") or v is None:
+            continue
+        d[name] = v
+    d["recorded_at"] = datetime.fromisoformat(f["timestamp"]["_data_"]).isoformat()
+    return d
+
+
+def object_dict(index: int, e: Any) -> dict[str, Any]:
+    """The same dict from a decoded event object."""
+    d = {"event_index": index, "key": e.key, "op": e.OP, "value": getattr(e, "value", None),
+         "applied": e.applied}
+    for name, v in vars(e).items():
+        if name in ("originator_id", "originator_version", "timestamp", "value") or v is None:
+            continue
+        d[name] = v
+    d["recorded_at"] = e.timestamp.isoformat()
+    return d

@@ -1,0 +1,114 @@
+"""A language model through litellm, asked for JSON and read deterministically, with bounded retries.
+
+litellm takes about 4 s to import, so it is imported on the first call, never at module import. Any
+litellm model string works (``openai/<alias>`` with ``api_base`` for a local OpenAI-compatible server,
+``ollama/...``, a hosted model). Tests pass litellm's own ``mock_response`` (one answer per attempt), so
+every path, malformed answers included, runs through the real litellm with no server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pmem.domain.errors import ExtractorNotConfigured
+
+T = TypeVar("T")
+Parse = Callable[[str], tuple[T | None, str]]
+"""Reads one answer: the value, or ``None`` and the reason the answer is unusable."""
+
+
+@dataclass
+class LlmSettings:
+    """Which model to ask and how: the composition root builds one from the CLI or the environment."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    attempts: int = 3  # the first call plus at most two retries
+    timeout_s: float = 60.0
+    temperature: float = 0.0
+    mock_responses: Sequence[str] = field(default_factory=tuple)  # litellm mock_response, one per attempt
+
+    def __post_init__(self) -> None:
+        if not self.model or not self.model.strip():
+            raise ExtractorNotConfigured("no model configured (give --model, e.g. openai/qwen --api-base URL)")
+        if self.api_base and "/" not in self.model:  # a bare alias on an OpenAI-compatible server
+            self.model = f"openai/{self.model.strip()}"
+        if self.attempts < 1:
+            raise ExtractorNotConfigured(f"attempts must be at least 1, got {self.attempts}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a bounded conversation with the model gave: a value, or why there is none."""
+
+    value: Any
+    reason: str | None
+    attempts: int
+
+
+def _litellm() -> Any:
+    """litellm, imported on first use, told not to fetch its model price map from the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm  # lazily: about 4 s
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class JsonModel:
+    """Asks for JSON under a schema; feeds back why an answer was unusable and asks again, boundedly."""
+
+    def __init__(self, settings: LlmSettings) -> None:
+        self.settings = settings
+        self.calls = 0  # model invocations, read by tests and the benchmark
+
+    def ask(self, system: str, user: str, schema: dict[str, Any], name: str, parse: Parse[Any]) -> Answer:
+        """Up to ``settings.attempts`` calls; the first usable answer, else the last reason."""
+        messages: list[dict[str, str]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        reason = "no answer"
+        for attempt in range(self.settings.attempts):
+            text, failure = self._call(messages, schema, name, attempt)
+            if failure is not None:
+                reason = failure
+                continue
+            value, why = parse(text)
+            if value is not None:
+                return Answer(value, None, attempt + 1)
+            reason = why
+            messages += [{"role": "assistant", "content": text[:4000]},
+                         {"role": "user", "content": f"That answer was unusable ({why}). Answer again with only "
+                                                     "one JSON object that follows the schema."}]
+        return Answer(None, f"llm output unusable after {self.settings.attempts} attempts: {reason}",
+                      self.settings.attempts)
+
+    def _call(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str,
+              attempt: int) -> tuple[str, str | None]:
+        """One completion: its text, or the reason the call itself failed (never raises)."""
+        litellm = _litellm()
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model, "messages": messages, "temperature": s.temperature, "timeout": s.timeout_s,
+            "max_retries": 0,  # our own attempts are the bound; the client must not multiply them
+            "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}},
+        }
+        if s.api_base:
+            kwargs["api_base"] = s.api_base
+            kwargs["api_key"] = s.api_key or "none"
+        elif s.api_key:
+            kwargs["api_key"] = s.api_key
+        if s.mock_responses:
+            kwargs["mock_response"] = s.mock_responses[min(attempt, len(s.mock_responses) - 1)]
+        self.calls += 1
+        try:
+            response = litellm.completion(**kwargs)
+            content = response.choices[0].message.content
+        except Exception as e:  # noqa: BLE001 - any failure of the call becomes a recorded reason
+            return "", f"model call failed: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        if not isinstance(content, str):
+            return "", "the model returned no text"
+        return content, None

@@ -1,0 +1,97 @@
+"""Reads answered from the frontier projection's tables by interval queries (no replay).
+
+A row is valid as of event index N when it started at or before N and had not ended by N:
+``from_index <= N AND (to_index IS NULL OR to_index > N)`` for statuses, ``event_index <= N`` for
+evidence. The reads use the base tables, not the ``version_status`` and ``evidence`` views over them:
+a version's current status (``status``, ``status_since``) and creating evidence (``created_*``) come
+with its ``versions`` row, the closed status runs from ``status_history`` and the later evidence from
+``evidence_events``, each one primary-key range lookup per cell. A cell's open intervals are derived
+here from its status rows that began by N (the last one per version is the status valid at N), not
+read from the ``intervals`` view, which would run its window function for every read; a ``closed_at``
+after N reads as still open. "Now" is N = :data:`~projections.frontier_view.FOREVER`. Each read runs
+in one read transaction, so it sees one committed position even while another process is catching
+the projection up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+from pmem.projections.frontier import OPEN_SQL
+from pmem.projections.frontier_view import FOREVER, ProjectedCell, VersionRows, assemble, open_intervals, summarize
+
+# The open versions of a namespace's cells now: a version's current status is a column of its row ...
+_NOW = ("SELECT c.cell_id, c.key, v.value, v.status FROM cells c JOIN versions v ON v.cell_id = c.cell_id "
+        f"WHERE c.namespace = :ns AND v.status IN ({OPEN_SQL}) ORDER BY c.key, v.vid")
+# ... and as of N, the status rows valid at N through the ``version_status`` view (measured faster on
+# SQLite than the union of the two joins on its base tables written out: 76 against 125 ms, 22,000 rows)
+_AS_OF = ("SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
+          "JOIN version_status s ON s.cell_id = c.cell_id "
+          "JOIN versions v ON v.cell_id = s.cell_id AND v.vid = s.vid "
+          "WHERE c.namespace = :ns AND s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n) "
+          f"AND s.status IN ({OPEN_SQL}) ORDER BY c.key, s.vid")
+
+
+class ProjectionReader:
+    """The read side the Store uses: the same methods as ``ReplayReader``, answered from tables."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn  # an pmem.adapters.storage.projection_db.ProjectionDb
+
+    def timeline(self, cid: UUID, as_of: int | None = None) -> ProjectedCell | None:
+        """One cell as of ``as_of`` (None when it had no event by then, as for the fold)."""
+        with self._snapshot():
+            return self._cell(cid.hex, FOREVER if as_of is None else as_of)
+
+    def frontier(self, namespace: str, as_of: int | None = None, *,
+                 with_versions: bool = True) -> list[ProjectedCell]:
+        """Every cell of ``namespace`` with a head as of ``as_of``, by key."""
+        n = FOREVER if as_of is None else as_of
+        with self._snapshot():
+            rows = self.conn.execute(_NOW if n == FOREVER else _AS_OF, {"ns": namespace, "n": n}).fetchall()
+            grouped: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+            for cid, key, value, status in rows:
+                grouped.setdefault(cid, (key, []))[1].append((value, status))
+            out = []
+            for cid, (key, pairs) in grouped.items():
+                cell = self._cell(cid, n) if with_versions else summarize(namespace, key, pairs)
+                if cell is not None and cell.value is not None:
+                    out.append(cell)
+        return out
+
+    def _cell(self, cid: str, n: int) -> ProjectedCell | None:
+        found = self.conn.execute("SELECT namespace, key FROM cells WHERE cell_id = ? AND first_index <= ?",
+                                  (cid, n)).fetchone()
+        if found is None:
+            return None
+        args = {"cid": cid, "n": n}
+        statuses: dict[int, list[tuple[str, int, int | None]]] = {}
+        for vid, status, start, end in self.conn.execute(
+                "SELECT vid, status, from_index, to_index FROM status_history WHERE cell_id = :cid "
+                "AND from_index <= :n ORDER BY vid, from_index", args):
+            statuses.setdefault(vid, []).append((status, start, end))
+        later: dict[int, list[tuple[int, str | None, int]]] = {}
+        for vid, index, source, trust in self.conn.execute(
+                "SELECT vid, event_index, source, trust FROM evidence_events WHERE cell_id = :cid "
+                "AND event_index <= :n ORDER BY vid, event_index", args):
+            later.setdefault(vid, []).append((index, source, trust))
+        versions = []
+        for vid, value, sup, alt, status, since, created, source, trust in self.conn.execute(
+                "SELECT vid, value, supersedes, alternative_of, status, status_since, created_index, "
+                "created_source, created_trust FROM versions WHERE cell_id = :cid AND created_index <= :n "
+                "ORDER BY vid", args):
+            runs = statuses.get(vid, [])
+            if since <= n:  # the current status began by N: it is the last run, still open
+                runs.append((status, since, None))
+            # a version's last status run that began by N is its status at N
+            versions.append(VersionRows(vid, value, sup, alt, runs[-1][0], open_intervals(runs, n),
+                                        [(created, source, trust), *later.get(vid, ())]))
+        return assemble(found[0], found[1], versions)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        with self.conn.snapshot():
+            yield

@@ -1,0 +1,222 @@
+"""The vector projection's tables, kept next to the log (the store's SQLite file or PostgreSQL schema).
+
+    pmem_vec_position  (name, position)         the event index the tables reflect
+    pmem_vec_versions  (vector_id, cell, vid, namespace, key, text)   one row per version ever created
+    pmem_vec_intervals (vector_id, namespace, opened_at, closed_at)   open intervals, closed_at NULL = open
+
+The tables are written in one transaction together with their position, so they always describe
+exactly the events up to it. Catching up reads the events after the position, folds them with
+:class:`projections.vectors.VectorFold` (starting from the touched cells' earlier events) and
+replaces the touched cells' intervals. Eligibility at event index N is a plain query: the versions
+with an interval ``opened_at <= N < closed_at``; what changed between two indices is the versions
+with an interval boundary between them (both columns are indexed).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from pmem.adapters.eventstore.eventlog import EventLog
+from pmem.adapters.progress import Progress, silent
+from pmem.adapters.readmodels.tracked_projection import WRITE_LOCK
+from pmem.adapters.storage.projection_db import ProjectionDb, as_db
+from pmem.domain.errors import StoreUnavailable
+from pmem.projections.replay import Timeline, fold
+from pmem.projections.vectors import NewVector, VectorFold
+
+NAME = "vectors"
+CHUNK = 20_000  # events folded per step of a catch-up
+
+
+def schema(int_type: str) -> tuple[str, ...]:
+    return (
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_position (name TEXT PRIMARY KEY, position {int_type} NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_versions (vector_id {int_type} PRIMARY KEY, cell TEXT NOT NULL, "
+        f"vid {int_type} NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, "
+        "UNIQUE (cell, vid))",
+        f"CREATE TABLE IF NOT EXISTS pmem_vec_intervals (vector_id {int_type} NOT NULL, namespace TEXT NOT NULL, "
+        f"opened_at {int_type} NOT NULL, closed_at {int_type})",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_vector ON pmem_vec_intervals (vector_id)",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_time ON pmem_vec_intervals (namespace, opened_at)",
+        "CREATE INDEX IF NOT EXISTS pmem_vec_intervals_by_close ON pmem_vec_intervals (namespace, closed_at)",
+    )
+
+
+class _Moved(Exception):
+    """Another process caught the tables up first; what this one folded is discarded."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eligible:
+    """A version open at the asked event index: its vector id and the cell it belongs to."""
+
+    vector_id: int
+    cell: str  # cell id, hex
+    key: str
+    vid: int
+
+
+class VectorProjection:
+    """Positioned tables of versions and open intervals over one :class:`EventLog`, in ``db`` (by
+    default a connection of its own to the log's database)."""
+
+    def __init__(self, log: EventLog, chunk: int = CHUNK, db: ProjectionDb | None = None) -> None:
+        self.log = log
+        self.chunk = chunk  # events folded and committed per transaction
+        self.applied = 0  # events this object folded and committed (not those another process did)
+        self._owned = db is None
+        self.db = log.backend.connect_projections() if db is None else as_db(db)
+        self._lock = threading.RLock()  # one connection: one transaction at a time across threads
+        with self._tx(write=True) as c:
+            for stmt in schema(self.db.int_type):
+                c.execute(stmt)
+
+    def close(self) -> None:
+        if self._owned:
+            self.db.close()
+
+    # -- reading -------------------------------------------------------------
+    def position(self) -> int:
+        with self._tx() as c:
+            return _position(c)
+
+    def count(self) -> int:
+        """Vectors so far; ids are ``0 .. count-1``."""
+        with self._tx() as c:
+            return int(c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM pmem_vec_versions").fetchone()[0])
+
+    def texts(self, start: int, stop: int) -> list[str]:
+        """Texts of vectors ``start <= id < stop``, by id."""
+        with self._tx() as c:
+            return [r[0] for r in c.execute("SELECT text FROM pmem_vec_versions WHERE vector_id>=? AND "
+                                            "vector_id<? ORDER BY vector_id", (start, stop)).fetchall()]
+
+    def eligible(self, namespace: str, as_of: int) -> list[Eligible]:
+        """Versions of the namespace open at event index ``as_of`` (caught up to at least it), by id."""
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT i.vector_id, v.cell, v.key, v.vid FROM pmem_vec_intervals i "
+                "JOIN pmem_vec_versions v ON v.vector_id = i.vector_id "
+                "WHERE i.namespace=? AND i.opened_at<=? AND (i.closed_at IS NULL OR i.closed_at>?) "
+                "ORDER BY i.vector_id", (namespace, as_of, as_of)).fetchall()
+            return [Eligible(*row) for row in rows]
+
+    def changes(self, namespace: str, since: int, at: int) -> list[tuple[Eligible, bool]]:
+        """The versions of the namespace that may be open at ``at`` but not at ``since`` or the
+        reverse (one of their intervals opened or closed in between), each with whether it is open
+        at ``at``. Applied to the versions open at ``since``, they give those open at ``at``."""
+        with self._tx() as c:
+            rows = c.execute(
+                "SELECT v.vector_id, v.cell, v.key, v.vid, "
+                "MAX(CASE WHEN i.opened_at<=? AND (i.closed_at IS NULL OR i.closed_at>?) THEN 1 ELSE 0 END) "
+                "FROM pmem_vec_intervals i JOIN pmem_vec_versions v ON v.vector_id = i.vector_id "
+                "WHERE i.vector_id IN (SELECT vector_id FROM pmem_vec_intervals WHERE namespace=? "
+                "AND opened_at>? AND opened_at<=? UNION SELECT vector_id FROM pmem_vec_intervals "
+                "WHERE namespace=? AND closed_at>? AND closed_at<=?) "
+                "GROUP BY v.vector_id, v.cell, v.key, v.vid",
+                (at, at, namespace, since, at, namespace, since, at)).fetchall()
+            return [(Eligible(*row[:4]), bool(row[4])) for row in rows]
+
+    # -- catching up ---------------------------------------------------------
+    def catch_up(self, progress: Progress = silent, target: int | None = None) -> int:
+        """Fold every event after the position (up to ``target``, default the end of the log) into the
+        tables; return the new position. ``progress`` is told how far each committed chunk moved it."""
+        timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
+        bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
+        try:
+            while True:
+                start = self.position()
+                last = self.log.last_index() if target is None else min(target, self.log.last_index())
+                if last <= start:
+                    return start
+                stop = min(last, start + self.chunk)
+                try:
+                    self._fold_and_write(start, stop, timelines)
+                except _Moved:
+                    timelines.clear()
+                bar.update(self.position() - start)
+        finally:
+            bar.close()
+
+    def reset(self) -> None:
+        """Forget everything: the next catch-up replays the log from index 1."""
+        with self._tx(write=True) as c:
+            for table in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals"):
+                c.execute(f"DELETE FROM {table}")
+
+    def _fold_and_write(self, start: int, stop: int, timelines: dict[UUID, Timeline]) -> None:
+        """Fold events ``start+1 .. stop``; ``timelines`` holds cells already folded up to ``start``
+        (it is updated in place); other touched cells are loaded and folded from the log."""
+        events = list(self.log.indexed_events(start + 1, stop))
+        touched = list({e.originator_id for _, e in events})
+        missing = [cid for cid in touched if cid not in timelines]
+        timelines.update(fold(ev for evs in self.log.cell_events(missing, upto=start).values() for ev in evs))
+        with self._tx() as c:
+            f = VectorFold(timelines, int(c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM "
+                                                    "pmem_vec_versions").fetchone()[0]))
+            ids = self._vector_ids(c, touched)
+        f.apply_all(events)
+        for n in f.new:
+            ids[(n.cell.hex, n.vid)] = n.vector_id
+        with self._tx(write=True) as c:
+            # Under the write lock, check nobody moved the position meanwhile.
+            c.execute("INSERT INTO pmem_vec_position VALUES (?, 0) ON CONFLICT DO NOTHING", (NAME,))
+            if _position(c) != start:
+                raise _Moved
+            c.executemany("INSERT INTO pmem_vec_versions VALUES (?,?,?,?,?,?)", _version_rows(f.new))
+            for cid in f.touched:
+                hexid, ns = cid.hex, f.timelines[cid].state.namespace
+                c.execute("DELETE FROM pmem_vec_intervals WHERE vector_id IN "
+                          "(SELECT vector_id FROM pmem_vec_versions WHERE cell=?)", (hexid,))
+                c.executemany("INSERT INTO pmem_vec_intervals VALUES (?,?,?,?)",
+                              [(ids[(hexid, vid)], ns, o, cl) for vid, spans in f.spans(cid).items()
+                               for o, cl in spans])
+            c.execute("UPDATE pmem_vec_position SET position=? WHERE name=?", (stop, NAME))
+        self.applied += stop - start
+
+    @staticmethod
+    def _vector_ids(c: Any, cells: list[UUID]) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        hexes = [cid.hex for cid in cells]
+        for i in range(0, len(hexes), 500):
+            chunk = hexes[i:i + 500]
+            rows = c.execute(f"SELECT cell, vid, vector_id FROM pmem_vec_versions WHERE cell IN "
+                             f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            out.update({(cell, vid): vector_id for cell, vid, vector_id in rows})
+        return out
+
+    @contextmanager
+    def _tx(self, *, write: bool = False) -> Iterator[ProjectionDb]:
+        """One transaction (a write under the projections' write lock, else a consistent read);
+        driver errors become :class:`StoreUnavailable`."""
+        with self._lock:
+            try:
+                with self.db.write(WRITE_LOCK) if write else self.db.snapshot():
+                    yield self.db
+            except self.db.errors as e:
+                raise StoreUnavailable(f"cannot use the vector tables in {self.log.db}: {e}") from e
+
+
+def stored_position(conn: ProjectionDb) -> int:
+    """The position the tables in this database record, without creating them (0 when they are
+    missing): ``pmem stats`` reports it and must not write."""
+    if "pmem_vec_position" not in conn.names():
+        return 0
+    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _position(c: Any) -> int:
+    row = c.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _version_rows(new: list[NewVector]) -> Iterator[tuple[int, str, int, str, str, str]]:
+    for n in new:
+        yield n.vector_id, n.cell.hex, n.vid, n.namespace, n.key, n.text
+

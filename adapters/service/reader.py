@@ -1,0 +1,194 @@
+"""The read path (SPEC §6): what context string an agent receives for a question.
+
+- ``cells`` mode: top-L cells by cosine over ``key: value`` (``Store.search``), rendered current-value
+  first with the chosen disclosures; an optional :class:`LookupPlanner` (an LLM) may then issue up to 3
+  follow-up lookups of 6 further cells each (iterative readout).
+- ``turns`` mode: top-L raw observations (the evidence ``text`` of the log's events) by cosine to the
+  question; when two retrieved turns are linked by supersession in the cell graph, the earlier is
+  pruned, but only when the question asks for a current value (the gate).
+
+Either way the context is cut to a budget counted in tokens by a real tokenizer (the packaged
+all-MiniLM-L6-v2 WordPiece ``tokenizer.json``), and the result reports characters and tokens.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pmem.domain.errors import InvalidOperation
+from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, render_cell
+
+if TYPE_CHECKING:
+    from pmem.domain.views import CellView, History
+    from pmem.projections.ports import Embedder
+    from pmem.projections.vectors import SearchResult
+
+DEFAULT_L = 12  # SPEC §6: top L cells
+MAX_LOOKUPS = 3  # SPEC §6: iterative readout, up to 3 follow-up lookups ...
+LOOKUP_CELLS = 6  # ... of 6 further cells each
+MODES = ("cells", "turns")
+
+
+class Memory(Protocol):
+    """What the reader reads through (the :class:`~pmem.adapters.service.store.Store` is one)."""
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    def search(self, query: str, k: int = ..., *, as_of: int | None = None,
+               namespace: str | None = None) -> list[SearchResult]: ...
+
+    def get(self, key: str, *, as_of: int | None = None, disclose: Iterable[str] = (),
+            namespace: str | None = None) -> CellView: ...
+
+    def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History: ...
+
+    def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
+            as_of: int | None = None) -> list[dict[str, Any]]: ...
+
+
+class TokenCounter:
+    """Counts tokens with the MiniLM WordPiece tokenizer shipped in ``adapters/data`` (no special tokens,
+    no truncation). Loaded on first use; no network."""
+
+    def __init__(self) -> None:
+        self._tok: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> int:
+        if not text:
+            return 0
+        with self._lock:
+            if self._tok is None:
+                from tokenizers import Tokenizer
+
+                from pmem.adapters.embedders.onnx_embedder import TOKENIZER_PATH
+
+                tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+                tok.no_truncation()
+                tok.no_padding()
+                self._tok = tok
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+
+SHARED_COUNTER = TokenCounter()  # one tokenizer per process, loaded on first count
+
+
+class LookupPlanner(Protocol):
+    """Decides the next follow-up lookup from the question and the context so far (None: enough)."""
+
+    def next_lookup(self, question: str, context: str) -> str | None: ...
+
+
+class Reader:
+    """Builds the context for a question from a :class:`~pmem.adapters.service.store.Store`."""
+
+    def __init__(self, store: Memory, *, counter: TokenCounter | None = None,
+                 embedder: Embedder | None = None, planner: LookupPlanner | None = None) -> None:
+        self.store = store
+        self.count = counter or SHARED_COUNTER
+        self._embedder = embedder
+        self.planner = planner
+
+    def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_L, budget: int | None = None,
+             disclose: Iterable[str] = (), as_of: int | None = None, namespace: str | None = None) -> ReadResult:
+        """The context an agent receives for ``question`` (see the module docstring)."""
+        if mode not in MODES:
+            raise InvalidOperation(f"unknown read mode {mode!r} (expected cells or turns)", field="mode")
+        if budget is not None and (isinstance(budget, bool) or budget < 1):
+            raise InvalidOperation(f"budget must be a positive number of tokens, got {budget!r}", field="budget")
+        if mode == "cells":
+            return self.read_cells(question, k=k, budget=budget, disclose=disclose, as_of=as_of, namespace=namespace)
+        return self.read_turns(question, k=k, budget=budget, as_of=as_of, namespace=namespace)
+
+    # -- cells ---------------------------------------------------------------
+    def read_cells(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
+                   disclose: Iterable[str] = (), as_of: int | None = None,
+                   namespace: str | None = None) -> ReadResult:
+        modes = frozenset(m.strip() for m in disclose if m.strip())
+        keys: list[str] = []
+        blocks: list[str] = []
+        self._add_cells(question, k, keys, blocks, modes, as_of, namespace)
+        lookups: list[str] = []
+        while self.planner is not None and len(lookups) < MAX_LOOKUPS:
+            query = self.planner.next_lookup(question, "\n".join(fit_budget(blocks, budget, self.count)))
+            if not query or not query.strip():
+                break
+            lookups.append(query.strip())
+            self._add_cells(query, LOOKUP_CELLS, keys, blocks, modes, as_of, namespace)
+        kept = fit_budget(blocks, budget, self.count)
+        context = "\n".join(kept)
+        return ReadResult(question, "cells", context, self.count(context), tuple(keys[:len(kept)]),
+                          lookups=tuple(lookups))
+
+    def _add_cells(self, query: str, n: int, keys: list[str], blocks: list[str], modes: frozenset[str],
+                   as_of: int | None, namespace: str | None) -> None:
+        """Append the ``n`` best cells for ``query`` not already read."""
+        seen = set(keys)
+        hits = self.store.search(query, n + len(seen), as_of=as_of, namespace=namespace)
+        fresh = [h.cell for h in hits if h.cell.key not in seen][:n]
+        if modes:  # disclosures need the versions: read each cell again with them
+            fresh = [self.store.get(c.key, as_of=as_of, disclose=modes, namespace=namespace) for c in fresh]
+        for c in fresh:
+            keys.append(c.key)
+            blocks.append(render_cell(c, modes))
+
+    # -- turns ---------------------------------------------------------------
+    def read_turns(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
+                   as_of: int | None = None, namespace: str | None = None) -> ReadResult:
+        turns = self.turns(as_of=as_of, namespace=namespace)
+        top = self.rank(question, turns, k)
+        supersedes = self._supersedes({t.cell for t in top if t.cell is not None}, as_of, namespace)
+        kept, pruned = prune_turns(top, supersedes, question)
+        blocks = fit_budget([t.text for t in kept], budget, self.count)
+        context = "\n".join(blocks)
+        return ReadResult(question, "turns", context, self.count(context),
+                          tuple(str(t.index) for t in kept[:len(blocks)]),
+                          pruned=tuple(str(t.index) for t in pruned), gated=bool(pruned) or _gate(question))
+
+    def turns(self, *, as_of: int | None = None, namespace: str | None = None) -> list[Turn]:
+        """Every observation of the namespace that carries text, once per distinct text (first arrival),
+        with the version it wrote (``vid``) or supported (``target``)."""
+        out: dict[str, Turn] = {}
+        for e in self.store.log(namespace=namespace, as_of=as_of):
+            text = e.get("text")
+            if not text or text in out:
+                continue
+            vid = e.get("vid") if e.get("vid") is not None else e.get("target")
+            out[text] = Turn(e["event_index"], text, e["key"] if e.get("applied") else None,
+                             vid if e.get("applied") else None)
+        return list(out.values())
+
+    def rank(self, question: str, turns: Sequence[Turn], k: int) -> list[Turn]:
+        """The ``k`` turns most similar to the question, best first."""
+        if not turns:
+            return []
+        import numpy as np
+
+        emb = self.embedder
+        q = emb.embed([question])[0]
+        m = emb.embed([t.text for t in turns])
+        order = np.argsort(-(m @ q), kind="stable")[:k]
+        return [turns[int(i)] for i in order]
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = self.store.embedder
+        return self._embedder
+
+    def _supersedes(self, cells: set[str], as_of: int | None, namespace: str | None) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for key in cells:
+            for v in self.store.history(key, as_of=as_of, namespace=namespace).versions:
+                if v.supersedes is not None:
+                    out[(key, v.vid)] = v.supersedes
+        return out
+
+
+def _gate(question: str) -> bool:
+    from pmem.projections.reading import asks_current
+
+    return asks_current(question)
