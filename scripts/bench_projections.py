@@ -275,7 +275,7 @@ def bench_search(d: Path, a: argparse.Namespace) -> dict[str, Any]:
         with pmem.open(path, synchronous="OFF", vector_index=kind, embedder=HashingEmbedder()) as store:
             write(store, iter(ops))
             t0 = time.perf_counter()
-            vs = store._vector_search()
+            vs = store.vector_search()
             position = vs.catch_up()
             setup = time.perf_counter() - t0
             store.catch_up()  # the frontier projection too: store.search reads the cells from it

@@ -15,6 +15,7 @@ from typing import Any
 
 from pmem.adapters.readmodels.follower import Follower, NotifiedWait, PollingWait, Target, WaitForEvents
 from pmem.adapters.readmodels.heartbeat import DbHeartbeat
+from pmem.adapters.readmodels.registry import VECTORS, selected
 
 DEFAULT_INTERVAL_S = 0.2  # SQLite polls: the lag a quiet store sees, at one cheap query per interval
 DEFAULT_WATCHDOG_S = 1.0  # PostgreSQL is notified: the re-poll only bounds the lag after a lost NOTIFY
@@ -23,10 +24,8 @@ DEFAULT_HEARTBEAT_S = 1.0
 
 def targets(store: Any, name: str, batch_size: int | None = None) -> list[Target]:
     """The followed projections for ``name`` (a projection, or ``all``), each at its own batch size."""
-    from pmem.adapters.service.store import PROJECTION_NAMES, VECTORS
-
     out: list[Target] = []
-    for n in PROJECTION_NAMES if name == "all" else (name,):
+    for n in selected(name):
         if n == VECTORS:
             vectors = store.vector_search()
             out.append(Target(n, batch_size or vectors.projection.chunk, vectors.projection.position,

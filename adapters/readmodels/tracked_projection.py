@@ -23,6 +23,15 @@ TRACKING = "pmem_tracking"
 WRITE_LOCK = "projections"
 
 
+def tracked_position(conn: ProjectionDb, name: str) -> int:
+    """The position projection ``name`` records, without creating anything (0 when it has none):
+    ``pmem stats`` reads it and must not write."""
+    if TRACKING not in conn.names():
+        return 0
+    row = conn.execute(f"SELECT position FROM {TRACKING} WHERE name=?", (name,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 class TrackedProjection:
     """Base of the projections: position, schema version, catch-up in batches, transactions."""
 

@@ -1,11 +1,12 @@
 """The vector projection's tables, kept next to the log (the store's SQLite file or PostgreSQL schema).
 
-    pmem_vec_position  (name, position)         the event index the tables reflect
+    pmem_tracking      (name='vectors', position, version)   the event index the tables reflect
     pmem_vec_versions  (vector_id, cell, vid, namespace, key, text)   one row per version ever created
     pmem_vec_intervals (vector_id, namespace, opened_at, closed_at)   open intervals, closed_at NULL = open
 
-The tables are written in one transaction together with their position, so they always describe
-exactly the events up to it. Catching up reads the events after the position, folds them with
+The tables are written in one transaction together with their position, kept in the tracking table
+every projection shares (:mod:`.tracked_projection`), so they always describe exactly the events up to
+it. Catching up reads the events after the position, folds them with
 :class:`projections.vectors.VectorFold` (starting from the touched cells' earlier events) and
 replaces the touched cells' intervals. Eligibility at event index N is a plain query: the versions
 with an interval ``opened_at <= N < closed_at``; what changed between two indices is the versions
@@ -18,24 +19,27 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pmem.adapters.eventstore.eventlog import EventLog
 from pmem.adapters.progress import Progress, silent
-from pmem.adapters.readmodels.tracked_projection import WRITE_LOCK
+from pmem.adapters.readmodels.registry import VECTORS
+from pmem.adapters.readmodels.tracked_projection import TRACKING, WRITE_LOCK, TrackedProjection, tracked_position
 from pmem.adapters.storage.projection_db import ProjectionDb, as_db
 from pmem.domain.errors import StoreUnavailable
 from pmem.projections.replay import Timeline, fold
 from pmem.projections.vectors import NewVector, VectorFold
 
-NAME = "vectors"
+if TYPE_CHECKING:
+    from pmem.adapters.eventstore.eventlog import EventLog
+
+NAME = VECTORS
+OLD_POSITION_TABLE = "pmem_vec_position"  # where stores written before the shared tracking table kept it
 CHUNK = 20_000  # events folded per step of a catch-up
 
 
 def schema(int_type: str) -> tuple[str, ...]:
     return (
-        f"CREATE TABLE IF NOT EXISTS pmem_vec_position (name TEXT PRIMARY KEY, position {int_type} NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS pmem_vec_versions (vector_id {int_type} PRIMARY KEY, cell TEXT NOT NULL, "
         f"vid {int_type} NOT NULL, namespace TEXT NOT NULL, key TEXT NOT NULL, text TEXT NOT NULL, "
         "UNIQUE (cell, vid))",
@@ -61,20 +65,34 @@ class Eligible:
     vid: int
 
 
-class VectorProjection:
+class VectorProjection(TrackedProjection):
     """Positioned tables of versions and open intervals over one :class:`EventLog`, in ``db`` (by
-    default a connection of its own to the log's database)."""
+    default a connection of its own to the log's database). Its catch-up folds a chunk outside the
+    write lock and writes it under the lock only if the position has not moved meanwhile (another
+    process's catch-up wins, and this one's fold is discarded)."""
+
+    name = NAME
+    version = 1
 
     def __init__(self, log: EventLog, chunk: int = CHUNK, db: ProjectionDb | None = None) -> None:
-        self.log = log
-        self.chunk = chunk  # events folded and committed per transaction
         self.applied = 0  # events this object folded and committed (not those another process did)
         self._owned = db is None
-        self.db = log.backend.connect_projections() if db is None else as_db(db)
         self._lock = threading.RLock()  # one connection: one transaction at a time across threads
+        self.db = log.backend.connect_projections() if db is None else as_db(db)
+        super().__init__(self.db, log, None, batch_size=chunk)
+        self.chunk = chunk  # events folded and committed per transaction
+
+    def create_tables(self) -> None:
         with self._tx(write=True) as c:
+            self._create_tracking()
             for stmt in schema(self.db.int_type):
                 c.execute(stmt)
+            if OLD_POSITION_TABLE in c.names():  # carry the position over once, then drop the old table
+                row = c.execute(f"SELECT position FROM {OLD_POSITION_TABLE} WHERE name=?", (NAME,)).fetchone()
+                if row is not None:
+                    c.execute(f"INSERT INTO {TRACKING} VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                              (NAME, row[0], self.version))
+                c.execute(f"DROP TABLE {OLD_POSITION_TABLE}")
 
     def close(self) -> None:
         if self._owned:
@@ -123,7 +141,7 @@ class VectorProjection:
             return [(Eligible(*row[:4]), bool(row[4])) for row in rows]
 
     # -- catching up ---------------------------------------------------------
-    def catch_up(self, progress: Progress = silent, target: int | None = None) -> int:
+    def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
         """Fold every event after the position (up to ``target``, default the end of the log) into the
         tables; return the new position. ``progress`` is told how far each committed chunk moved it."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
@@ -146,8 +164,9 @@ class VectorProjection:
     def reset(self) -> None:
         """Forget everything: the next catch-up replays the log from index 1."""
         with self._tx(write=True) as c:
-            for table in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals"):
+            for table in ("pmem_vec_versions", "pmem_vec_intervals"):
                 c.execute(f"DELETE FROM {table}")
+            self._forget_position()
 
     def _fold_and_write(self, start: int, stop: int, timelines: dict[UUID, Timeline]) -> None:
         """Fold events ``start+1 .. stop``; ``timelines`` holds cells already folded up to ``start``
@@ -165,7 +184,7 @@ class VectorProjection:
             ids[(n.cell.hex, n.vid)] = n.vector_id
         with self._tx(write=True) as c:
             # Under the write lock, check nobody moved the position meanwhile.
-            c.execute("INSERT INTO pmem_vec_position VALUES (?, 0) ON CONFLICT DO NOTHING", (NAME,))
+            c.execute(f"INSERT INTO {TRACKING} VALUES (?, 0, ?) ON CONFLICT DO NOTHING", (NAME, self.version))
             if _position(c) != start:
                 raise _Moved
             c.executemany("INSERT INTO pmem_vec_versions VALUES (?,?,?,?,?,?)", _version_rows(f.new))
@@ -176,7 +195,7 @@ class VectorProjection:
                 c.executemany("INSERT INTO pmem_vec_intervals VALUES (?,?,?,?)",
                               [(ids[(hexid, vid)], ns, o, cl) for vid, spans in f.spans(cid).items()
                                for o, cl in spans])
-            c.execute("UPDATE pmem_vec_position SET position=? WHERE name=?", (stop, NAME))
+            self._move_position(stop)
         self.applied += stop - start
 
     @staticmethod
@@ -202,18 +221,8 @@ class VectorProjection:
                 raise StoreUnavailable(f"cannot use the vector tables in {self.log.db}: {e}") from e
 
 
-def stored_position(conn: ProjectionDb) -> int:
-    """The position the tables in this database record, without creating them (0 when they are
-    missing): ``pmem stats`` reports it and must not write."""
-    if "pmem_vec_position" not in conn.names():
-        return 0
-    row = conn.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
-    return 0 if row is None else int(row[0])
-
-
 def _position(c: Any) -> int:
-    row = c.execute("SELECT position FROM pmem_vec_position WHERE name=?", (NAME,)).fetchone()
-    return 0 if row is None else int(row[0])
+    return tracked_position(c, NAME)
 
 
 def _version_rows(new: list[NewVector]) -> Iterator[tuple[int, str, int, str, str, str]]:

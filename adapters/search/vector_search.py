@@ -61,7 +61,7 @@ class VectorSearch:
         if (target is None and self.index is not None and self.projection.log.last_index() == self._position
                 and (self.cache_path is None or self.cache_path.exists())):
             return self._position
-        position = self.projection.catch_up(self.progress, target)
+        position = self.projection.catch_up(target, self.progress)
         self._sync(position)
         self._position = position
         return position

@@ -162,7 +162,7 @@ def test_the_head_set_moved_forward_equals_the_one_read_afresh_and_the_fold(
     with tempfile.TemporaryDirectory() as d:
         db = Path(d) / "m.db"
         with pmem.open(db, embedder=HashingEmbedder()) as store:
-            vs = store._vector_search()
+            vs = store.vector_search()
             for batch in batches:
                 for ns, cell, op, word in batch:
                     store.apply([{**as_op(cell, op, word), "namespace": ns}])
@@ -191,7 +191,7 @@ def test_hnsw_returns_only_versions_open_at_the_searched_index_and_scores_them_e
                     for i in range(1, 40, 4) for w in WORDS[:5])
         store.apply({"op": "revoke", "key": f"{w} {i}"} for i in range(3, 40, 8) for w in WORDS[:5])
         last = store.last_index()
-        vs = store._vector_search()
+        vs = store.vector_search()
         assert vs.catch_up() == last and vs.index is not None
         assert vs.index.count > len(vs.eligible("default", last))  # superseded versions: a bitmap is used
         for query in ["alpha first 2", "bravo second 4", "charlie third 5", "delta", "echo first 3"]:

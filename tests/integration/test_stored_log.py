@@ -7,8 +7,8 @@ from pathlib import Path
 import pmem
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
 from pmem.adapters.eventstore.stored_log import CLASS_VERSION, EVENTS_TABLE, OP_BY_TOPIC, event_dict, object_dict
-from pmem.adapters.readmodels.vector_projection import stored_position
-from pmem.adapters.service.store import _vector_position
+from pmem.adapters.readmodels.tracked_projection import TRACKING, tracked_position
+from pmem.adapters.readmodels.vector_projection import OLD_POSITION_TABLE
 from pmem.domain.cell import EVENT_CLASSES
 
 
@@ -29,16 +29,31 @@ def test_raw_rows_give_the_same_dicts_and_last_index_as_decoded_events(store: pm
     store.contest("a", "2", text="t")
     store.revoke("a", "2")
     store.apply([{"op": "support", "key": "a", "op_id": "o"}, {"op": "reject", "key": "b"}])
-    rows = store._log_rows(1, None, 100)
+    rows = store._events.rows(1, None, 100)
     decoded = list(store.log_store.indexed_events())
     assert [event_dict(r) for r in rows] == [object_dict(i, e) for i, e in decoded]
     assert store.last_index() == store.log_store.last_index() == 5
 
 
-def test_stats_reads_the_vector_position_the_vector_projection_stores(db: str) -> None:
+def test_the_vector_position_is_kept_in_the_tracking_table_every_projection_shares(db: str) -> None:
     with pmem.open(db, embedder=HashingEmbedder()) as store:
-        assert _vector_position(store.projection_db) == stored_position(store.projection_db) == 0
+        assert tracked_position(store.projection_db, "vectors") == 0
         store.accept("a", "1")
         store.search("a")
-        assert _vector_position(store.projection_db) == stored_position(store.projection_db) == 1
+        assert tracked_position(store.projection_db, "vectors") == store.vector_search().projection.position() == 1
         assert store.stats()["projections"]["vectors"] == {"position": 1, "lag": 0}
+
+
+def test_a_store_with_the_old_vector_position_table_carries_its_position_over(db_path: Path) -> None:
+    with pmem.open(db_path, embedder=HashingEmbedder()) as store:
+        store.accept("a", "1")
+        store.search("a")
+        db = store.projection_db
+        db.execute(f"CREATE TABLE {OLD_POSITION_TABLE} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)")
+        db.execute(f"INSERT INTO {OLD_POSITION_TABLE} VALUES ('vectors', 1)")
+        db.execute(f"DELETE FROM {TRACKING} WHERE name='vectors'")
+    with pmem.open(db_path, embedder=HashingEmbedder()) as store:
+        assert store.stats()["projections"]["vectors"] == {"position": 0, "lag": 1}  # stats writes nothing
+        assert store.vector_search().projection.position() == 1
+        assert OLD_POSITION_TABLE not in store.projection_db.names()
+        assert [r.cell.key for r in store.search("a")] == ["a"]

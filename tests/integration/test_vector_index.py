@@ -163,7 +163,7 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
                 start = cut
                 store.search("k1", k=2)
             last = store.last_index()
-            projection = store._vector_search().projection
+            projection = store.vector_search().projection
             for n in sorted(set(data.draw(st.lists(st.integers(0, last), min_size=1, max_size=4)))):
                 got = {(e.cell, e.vid) for e in projection.eligible("default", n)}
                 want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events(1, n))}
@@ -313,7 +313,7 @@ def test_stores_that_write_and_search_the_same_file_at_once_agree_with_the_fold(
     assert not errors, errors
     with pmem.open(db_path) as store:
         store.search("key 1")
-        projection = store._vector_search().projection
+        projection = store.vector_search().projection
         got = {(e.cell, e.vid) for e in projection.eligible("default", store.last_index())}
         want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events())}
         assert got == want and projection.count() == 75

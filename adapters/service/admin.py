@@ -1,0 +1,59 @@
+"""The admin use cases: catch the projections up, rebuild them from the log, report counts and lag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS, projection_problem, selected
+from pmem.adapters.readmodels.sqlite_projection import timed
+from pmem.adapters.readmodels.tracked_projection import tracked_position
+from pmem.adapters.service.bootstrap import Wiring
+from pmem.domain.errors import InvalidOperation
+
+
+class Admin:
+    """Projection upkeep for one store (every namespace)."""
+
+    def __init__(self, wiring: Wiring) -> None:
+        self.w = wiring
+
+    def catch_up(self) -> dict[str, int]:
+        with self.w.lock:
+            return {name: p.catch_up(progress=self.w.progress) for name, p in self.w.projections.items()}
+
+    def rebuild(self, projection: str = "all") -> dict[str, Any]:
+        problem = projection_problem(projection)
+        if problem:
+            raise InvalidOperation(problem, field="projection")
+        with self.w.lock:
+            events, seconds = timed(lambda: max(self._rebuild_one(n) for n in selected(projection)))
+        return {"events": events, "seconds": seconds}
+
+    def rebuild_vectors(self) -> int:
+        return self.w.vector_search().rebuild()
+
+    def _rebuild_one(self, name: str) -> int:
+        if name == VECTORS:
+            return self.rebuild_vectors()
+        return int(self.w.projections[name].rebuild(progress=self.w.progress))
+
+    def stats(self) -> dict[str, Any]:
+        from pmem.adapters.readmodels.heartbeat import workers
+
+        last = self.w.events.last_index()
+        conn = self.w.projection_db
+        with self.w.lock:
+            projections = {name: _position_and_lag(tracked_position(conn, name), last) for name in PROJECTION_NAMES}
+            for name, worker in workers(conn).items():
+                if name in projections:
+                    projections[name]["worker"] = worker
+            return {
+                "events": last,
+                "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
+                "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
+                "projections": projections,
+            }
+
+
+def _position_and_lag(position: int, last: int) -> dict[str, Any]:
+    return {"position": position, "lag": max(last - position, 0)}

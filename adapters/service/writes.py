@@ -1,0 +1,49 @@
+"""The write use case: validate operations, then record them atomically through the event log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pmem.adapters.service.bootstrap import Wiring
+from pmem.domain.errors import InvalidBatch, InvalidOperation
+from pmem.domain.keys import normalize_key
+from pmem.domain.operations import Operation, parse_operation
+from pmem.domain.views import Receipt
+from pmem.projections.graph import prerequisite_key
+
+
+class Writes:
+    """Typed operations in, receipts out; a bad operation writes nothing."""
+
+    def __init__(self, wiring: Wiring) -> None:
+        self.w = wiring
+
+    def apply(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Receipt]:
+        """Validate every operation, then record them all atomically. A bad one raises
+        :class:`InvalidBatch` naming its (1-based) position, and nothing is written."""
+        ops: list[Operation] = []
+        for n, item in enumerate(operations, 1):
+            if isinstance(item, Operation):
+                ops.append(item)
+                continue
+            try:
+                ops.append(parse_operation(item, self.w.namespace))
+            except InvalidOperation as e:
+                raise InvalidBatch(str(e), line=n, field=e.field) from None
+        return self.w.log.get().execute(ops)
+
+    def one(self, op: str, key: str, value: str | None, **fields: Any) -> Receipt:
+        """One operation given as arguments (``value`` is ``new_value`` for revise)."""
+        d: dict[str, Any] = {"op": op, "key": key, **{k: v for k, v in fields.items() if v is not None}}
+        if value is not None:
+            d["new_value" if op == "revise" else "value"] = value
+        return self.w.log.get().execute([parse_operation(d, self.w.namespace)])[0]
+
+    def declare_prerequisite(self, before: str, after: str, **evidence: Any) -> Receipt:
+        """Record that ``after`` (a key or entity) may be asked or used only once ``before`` is known."""
+        for name, v in (("before", before), ("after", after)):
+            if not isinstance(v, str) or not normalize_key(v):
+                raise InvalidOperation(f"{name} must be a non-empty key, got {v!r}", field=name)
+        return self.one("accept", prerequisite_key(before, after), json.dumps([before, after]), **evidence)
