@@ -1,9 +1,9 @@
 """The cell aggregate and its events: one immutable event class per typed operation (SPEC §3).
 
-Every event carries its evidence (SPEC §2) and everything replay needs. Topics are explicit and
-stable (``pmem.cell/<Name>``), so moving or renaming a class never breaks replay; ``class_version``
-lets an old event be upcast. The first event of a cell, whatever its kind, creates the aggregate,
-so every recorded operation is exactly one event and one event index.
+Every event carries its evidence and everything replay needs. Topics and class versions are those of
+:mod:`pmem.domain.event_schema` (stable names; an old event is upcast). The first event of a cell,
+whatever its kind, creates the aggregate, so every recorded operation is exactly one event and one
+event index.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from uuid import UUID
 from eventsourcing.domain import AggregateEvent, BaseAggregate, OriginatorVersionError
 from eventsourcing.utils import register_topic
 
+from pmem.domain.event_schema import CLASS_VERSION, upcast_v1_v2
 from pmem.domain.keys import cell_id
 from pmem.domain.state import CONTRADICTED, REVOKED, SUPERSEDED, CellState
 
@@ -25,7 +26,7 @@ class CellEvent(AggregateEvent):
 
     OP: ClassVar[str] = ""
     TOPIC: ClassVar[str] = ""
-    class_version: ClassVar[int] = 2  # 2: ``node_type`` added (``upcast_v1_v2``)
+    class_version: ClassVar[int] = CLASS_VERSION  # see pmem.domain.event_schema
 
     namespace: str
     key: str
@@ -38,10 +39,7 @@ class CellEvent(AggregateEvent):
     op_id: str | None
     node_type: str | None  # graph node type supplied with the evidence (domain.node_types), if any
 
-    @staticmethod
-    def upcast_v1_v2(state: dict[str, Any]) -> None:
-        """A version-1 event (stored before node types existed) supplied none."""
-        state["node_type"] = None
+    upcast_v1_v2 = staticmethod(upcast_v1_v2)  # what eventsourcing's own mapper calls
 
     @property
     def value_or_none(self) -> str | None:

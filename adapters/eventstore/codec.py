@@ -1,10 +1,12 @@
-"""A fast event codec with the library's wire format.
+"""The one event codec: how a cell event's fields become the stored ``state`` bytes and back.
 
-``OrjsonMapper`` is an ``eventsourcing`` ``Mapper`` whose bytes are exactly what the library's
-``JSONTranscoder`` would write for P-Mem events (plain JSON, the timestamp as
-``{"_type_": "datetime_iso", "_data_": ...}``), so either side can read the other's rows. It skips
-the per-event work the stock mapper does for types P-Mem events never carry, which is most of
-the cost of writing (see NOTES.md).
+The bytes are exactly what ``eventsourcing``'s ``JSONTranscoder`` would write for P-Mem events (plain
+JSON, the timestamp as ``{"_type_": "datetime_iso", "_data_": ...}``, ``class_version`` when above
+1), so either side can read the other's rows. Everything that writes or reads stored events goes
+through here: the write path (:mod:`.eventlog`), the library's mapper (:mod:`.mapper`), the raw log
+reader (:mod:`.stored_log`) and the parallel rebuild (:mod:`pmem.adapters.readmodels.parallel_rebuild`).
+Topics, the current class version and upcasting are :mod:`pmem.domain.event_schema`'s. Only
+:func:`event_class` and :func:`decode_event` load the event classes (and ``eventsourcing``).
 """
 
 from __future__ import annotations
@@ -14,76 +16,82 @@ from typing import Any
 from uuid import UUID
 
 import orjson
-from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
-from eventsourcing.utils import get_topic, resolve_topic
 
-import pmem.domain.cell  # noqa: F401  (registers the event topics resolve_topic looks up)
+from pmem.domain.event_schema import CLASS_VERSION, OP_BY_TOPIC, upcast
+
+__all__ = ["CLASS_VERSION", "OP_BY_TOPIC", "decode_event", "decode_fields", "encode_state",
+           "event_class", "event_classes", "recorded_at", "timestamp_envelope"]
 
 _DT = "datetime_iso"
 
 
-class OrjsonMapper(Mapper[UUID]):
-    """Encode and decode P-Mem events with orjson (no compression, no cipher)."""
-
-    _last_ts: tuple[datetime | None, dict[str, str]] = (None, {})
-
-    def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        state = dict(vars(domain_event))
-        originator_id = state.pop("originator_id")
-        originator_version = state.pop("originator_version")
-        ts: datetime = state["timestamp"]
-        last, envelope = self._last_ts
-        if ts is not last:  # a batch shares one timestamp object: format it once
-            envelope = {"_type_": _DT, "_data_": ts.isoformat()}
-            self._last_ts = (ts, envelope)
-        state["timestamp"] = envelope
-        class_version = getattr(type(domain_event), "class_version", 1)
-        if class_version > 1:
-            state["class_version"] = class_version
-        return StoredEvent(
-            originator_id=originator_id,
-            originator_version=originator_version,
-            topic=get_topic(type(domain_event)),
-            state=orjson.dumps(state),
-        )
+def timestamp_envelope(ts: datetime) -> dict[str, str]:
+    """The stored form of an event's timestamp (a batch shares one)."""
+    return {"_type_": _DT, "_data_": ts.isoformat()}
 
 
-def decode_state(topic: str, state: bytes) -> tuple[type[Any], dict[str, Any]]:
-    """The event class and its field dict (timestamp decoded, upcast to the current class version)."""
-    cls = resolve_topic(topic)
-    try:
-        d: dict[str, Any] = orjson.loads(state)
-        ts = d["timestamp"]
-        d["timestamp"] = datetime.fromisoformat(ts["_data_"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-        raise MapperDeserialisationError(f"cannot decode stored event with topic {topic!r}: {e}") from e
-    return cls, _upcast(cls, d)
+def recorded_at(fields: dict[str, Any]) -> datetime:
+    """The timestamp of stored ``fields`` (as :func:`decode_fields` leaves them)."""
+    return datetime.fromisoformat(fields["timestamp"]["_data_"])
 
 
-def decode_fields(topic: str, state: bytes) -> tuple[type[Any], dict[str, Any]]:
-    """Like :func:`decode_state`, but the timestamp stays in its stored form: a full rebuild of the
-    frontier never reads it."""
-    cls = resolve_topic(topic)
+def encode_state(fields: dict[str, Any], class_version: int) -> bytes:
+    """The stored bytes of an event's fields (its timestamp already in its stored form, see
+    :func:`timestamp_envelope`); ``fields`` gains ``class_version`` when it is above 1."""
+    if class_version > 1:
+        fields["class_version"] = class_version
+    return orjson.dumps(fields)
+
+
+def decode_fields(topic: str, state: bytes) -> dict[str, Any]:
+    """The fields of a stored event, upcast to the current class version; the timestamp stays in its
+    stored form (a rebuild never reads it)."""
     try:
         d: dict[str, Any] = orjson.loads(state)
     except orjson.JSONDecodeError as e:
-        raise MapperDeserialisationError(f"cannot decode stored event with topic {topic!r}: {e}") from e
-    return cls, _upcast(cls, d)
-
-
-def _upcast(cls: type[Any], d: dict[str, Any]) -> dict[str, Any]:
-    current = getattr(cls, "class_version", 1)
+        raise _undecodable(topic, e) from e
+    if not isinstance(d, dict):
+        raise _undecodable(topic, "not a JSON object")
     version = d.pop("class_version", 1)
-    while version < current:
-        getattr(cls, f"upcast_v{version}_v{version + 1}")(d)
-        version += 1
-    return d
+    return d if version == CLASS_VERSION else upcast(d, version)
+
+
+def event_classes() -> dict[str, Any]:
+    """Topic -> event class (this loads :mod:`pmem.domain.cell`, and with it ``eventsourcing``)."""
+    from pmem.domain.cell import EVENT_CLASSES
+
+    return {cls.TOPIC: cls for cls in EVENT_CLASSES}
+
+
+def event_class(topic: str) -> Any:
+    """The class of ``topic``; an unknown topic raises the library's own ``TopicError``."""
+    cls = event_classes().get(topic)
+    if cls is None:
+        from eventsourcing.utils import resolve_topic
+
+        return resolve_topic(topic)
+    return cls
 
 
 def decode_event(topic: str, state: bytes, originator_id: UUID | str, originator_version: int) -> Any:
-    cls, d = decode_state(topic, state)
+    """The event object of a stored row, built the way the library's mapper rebuilds one (no
+    dataclass ``__init__``: it costs more than everything else on this path)."""
+    cls = event_class(topic)
+    d = decode_fields(topic, state)
+    try:
+        d["timestamp"] = recorded_at(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise _undecodable(topic, e) from e
     d["originator_id"] = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
     d["originator_version"] = originator_version
     event = object.__new__(cls)
     object.__setattr__(event, "__dict__", d)
     return event
+
+
+def _undecodable(topic: str, why: object) -> Exception:
+    """The library's ``MapperDeserialisationError``, as its own mapper would raise (imported only here,
+    so reading a healthy log never loads ``eventsourcing``)."""
+    from eventsourcing.persistence import MapperDeserialisationError
+
+    return MapperDeserialisationError(f"cannot decode stored event with topic {topic!r}: {why}")

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from pmem.adapters.eventstore.codec import OrjsonMapper, decode_event
+from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp_envelope
+from pmem.adapters.eventstore.mapper import OrjsonMapper
 from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
 from pmem.domain.cell import CellEvent, MemoryCell, NotApplied
@@ -98,7 +98,7 @@ class EventLog(Application[UUID]):
         known = self._known_op_ids(ops)
         cells = self._load_cells({(op.namespace, op.key) for op in ops})
         now = datetime.now(UTC)
-        stamp = {"_type_": "datetime_iso", "_data_": now.isoformat()}  # the library's datetime encoding
+        stamp = timestamp_envelope(now)
         # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
         outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
@@ -125,9 +125,8 @@ class EventLog(Application[UUID]):
                 h = cell.state.head
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
-                fields["class_version"] = event_class.class_version  # as the mapper writes it (codec)
                 count[0] += 1
-                yield hexid, cell.version, event_class.TOPIC, orjson.dumps(fields)
+                yield hexid, cell.version, event_class.TOPIC, encode_state(fields, event_class.class_version)
 
         first = self.recorder.insert_rows(rows(), count, op_id_rows)
         self._cells.update(cells)

@@ -11,23 +11,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import orjson
-
+from pmem.adapters.eventstore.codec import OP_BY_TOPIC, decode_event, decode_fields, recorded_at
 from pmem.domain.errors import StoreUnavailable
 
 EVENTS_TABLE = "stored_events"  # the table of eventsourcing's SQLite recorder (a test checks the name)
-# topic -> op of every event class in domain.cell (a test checks it against EVENT_CLASSES)
-OP_BY_TOPIC = {
-    "pmem.cell/Accepted": "accept", "pmem.cell/Contested": "contest", "pmem.cell/Rejected": "reject",
-    "pmem.cell/Revoked": "revoke", "pmem.cell/Resolved": "resolve", "pmem.cell/Supported": "support",
-    "pmem.cell/NotApplied": "noop",
-}
-CLASS_VERSION = 2  # domain.cell's current event class_version (a test checks it): rows at it need no upcast
 RawRow = tuple[int, str, int, str, bytes]  # (event index, cell id hex, cell revision, topic, state)
 CellRange = tuple[str, "str | None"]  # [lo, hi) of cell ids (hex); hi None: no upper bound
 # The rows of a range of cells. A scan of the table (NOT INDEXED) reads them in storage order and skips
@@ -126,22 +117,20 @@ class LazyLog:
 
 def event_dict(row: RawRow) -> dict[str, Any]:
     """The plain dict ``pmem log`` prints for a raw row: index, key, op, value, applied, every other
-    field that is set, and ``recorded_at``. A row stored at an older class version (it needs
-    upcasting) or with an unknown topic goes through the full decoder."""
+    field that is set, and ``recorded_at``. A row stored at an older class version is upcast by the
+    codec; one with an unknown topic goes through the full decoder (the library's ``TopicError``)."""
     index, cid, revision, topic, state = row
-    f = orjson.loads(state)
     op = OP_BY_TOPIC.get(topic)
-    if op is None or f.pop("class_version", 1) != CLASS_VERSION:
-        from pmem.adapters.eventstore.codec import decode_event
-
-        return object_dict(index, decode_event(topic, state, cid, revision))
+    if op is None:
+        return object_dict(index, decode_event(topic, state, cid, revision))  # the library's TopicError
+    f = decode_fields(topic, state)
     d: dict[str, Any] = {"event_index": index, "key": f["key"], "op": op, "value": f.get("value"),
                          "applied": op != "noop"}
     for name, v in f.items():
         if name in ("timestamp", "value") or v is None:
             continue
         d[name] = v
-    d["recorded_at"] = datetime.fromisoformat(f["timestamp"]["_data_"]).isoformat()
+    d["recorded_at"] = recorded_at(f).isoformat()
     return d
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 
+from pmem.adapters.eventstore import codec
 from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, CellRange, RawRow, range_rows, read_only
 from pmem.adapters.storage.projection_db import ProjectionDb
 from pmem.domain.errors import StoreUnavailable
@@ -261,15 +262,13 @@ def no_gc() -> Iterator[None]:
 
 
 def _decoder() -> Callable[[list[RawRow]], list[StoredEvent]]:
-    """Decode the stored rows of one cell into ``(event index, revision, event class, fields)``. A row at
-    its class's current version is decoded here directly (a third of the cost of the general decoder,
-    which a rebuild calls a million times); any other row, and any that does not parse, goes through
-    :func:`pmem.adapters.eventstore.codec.decode_fields` (upcasting, or its one-line error)."""
-    from pmem.adapters.eventstore.codec import decode_fields  # eventsourcing: not loaded by a process that only reads
-    from pmem.domain.cell import EVENT_CLASSES
-
-    classes: dict[str, Any] = {cls.TOPIC: cls for cls in EVENT_CLASSES}
-    loads = orjson.loads
+    """Decode the stored rows of one cell into ``(event index, revision, event class, fields)`` with the
+    one codec (:mod:`pmem.adapters.eventstore.codec`). A row at the current class version is decoded
+    inline (a rebuild does this a million times: a call per row costs more than the rest of the
+    loop); any other row, and any that does not parse, goes through ``decode_fields`` (upcasting, or
+    its one-line error)."""
+    classes = codec.event_classes()  # eventsourcing: not loaded by a process that only reads
+    current, loads = codec.CLASS_VERSION, orjson.loads
 
     def decode(rows: list[RawRow]) -> list[StoredEvent]:
         out: list[StoredEvent] = []
@@ -279,13 +278,12 @@ def _decoder() -> Callable[[list[RawRow]], list[StoredEvent]]:
                 fields = loads(state)
             except orjson.JSONDecodeError:
                 cls = None
-            if cls is None or fields.pop("class_version", 1) != cls.class_version:
-                cls, fields = decode_fields(topic, state)
+            if cls is None or fields.pop("class_version", 1) != current:
+                cls, fields = codec.event_class(topic), codec.decode_fields(topic, state)
             out.append((index, revision, cls, fields))
         return out
 
     return decode
-
 
 
 def main() -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pmem
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
-from pmem.adapters.eventstore.stored_log import CLASS_VERSION, EVENTS_TABLE, OP_BY_TOPIC, event_dict, object_dict
+from pmem.adapters.eventstore.codec import CLASS_VERSION, OP_BY_TOPIC
+from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, event_dict, object_dict
 from pmem.adapters.readmodels.tracked_projection import TRACKING, tracked_position
 from pmem.adapters.readmodels.vector_projection import OLD_POSITION_TABLE
 from pmem.domain.cell import EVENT_CLASSES
