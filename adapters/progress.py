@@ -55,7 +55,7 @@ def terminal_progress(stream: TextIO | None = None, *, quiet: bool = False) -> P
     def make(description: str, total: int) -> Bar:
         if total < MIN_TOTAL:
             return _SilentBar()
-        from tqdm import tqdm
+        from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no stubs (types-tqdm)
 
         columns, lines = _size(out)
         bar: Bar = tqdm(total=total, desc=description, file=out, unit="ev", unit_scale=True, leave=False,

@@ -6,6 +6,7 @@ an observation whose trust is below the head's can never displace or retract the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pmem.domain.cell import (
@@ -20,7 +21,7 @@ from pmem.domain.cell import (
     Supported,
 )
 from pmem.domain.operations import NOOP, Operation
-from pmem.domain.state import CONTESTED, CellState
+from pmem.domain.state import CONTESTED, CellState, Version
 
 Decision = tuple[type[CellEvent], dict[str, Any]]
 
@@ -28,6 +29,108 @@ Decision = tuple[type[CellEvent], dict[str, Any]]
 def with_(fields: dict[str, Any], **more: Any) -> dict[str, Any]:
     fields.update(more)
     return fields
+
+
+def _noop(common: dict[str, Any], value: str | None, reason: str) -> Decision:
+    common["reason"] = reason
+    common["value"] = value
+    return NotApplied, common
+
+
+def _stale_old_value(head: Version | None, op: Operation) -> str | None:
+    """The reason a ``revise`` is stale (its ``old_value`` is not the head's), or None."""
+    if op.old_value is not None and not op.hard_commit and (head is None or head.value != op.old_value):
+        current = "the cell is empty" if head is None else f"head is {head.value!r}"
+        return f"stale old_value: {current}"
+    return None
+
+
+def _revise_kind(head: Version | None, op: Operation) -> str:
+    """The op a (fresh) ``revise`` is classified as."""
+    if head is None:
+        return "accept"
+    if op.value == head.value:
+        return "support"
+    return "reject" if op.correction else "accept"
+
+
+# Each per-op rule gets (state, head, value, common, low): ``low`` is whether the evidence's trust is
+# below the head's. A rule returns the decision; ``common`` is the shared field dict it extends.
+Rule = Callable[[CellState, Version | None, str | None, dict[str, Any], bool], Decision]
+
+
+def _accept(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+            low: bool) -> Decision:
+    assert value is not None
+    if head is None:
+        return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=None)
+    if value == head.value:
+        return Supported, with_(common, value=head.value, target=head.vid)
+    return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=head.vid)
+
+
+def _contest(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+             low: bool) -> Decision:
+    assert value is not None
+    if head is None:
+        return _noop(common, value, "contest needs an incumbent")
+    same = state.find_open(value)
+    if same is not None:
+        return Supported, with_(common, value=same.value, target=same.vid)
+    return Contested, with_(common, value=value, vid=len(state.versions), alternative_of=head.vid)
+
+
+def _reject(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+            low: bool) -> Decision:
+    if head is None:
+        return _noop(common, value, "reject needs a head")
+    if value is None:
+        if low:
+            return _noop(common, value, "insufficient trust")
+        return Rejected, with_(common, value=None, vid=None, target=head.vid, rejected=head.value)
+    if value == head.value:
+        return _noop(common, value, "reject value equals head")
+    return Rejected, with_(common, value=value, vid=len(state.versions), target=head.vid,
+                           rejected=head.value)
+
+
+def _revoke(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+            low: bool) -> Decision:
+    if head is None:
+        return _noop(common, value, "revoke needs a head")
+    target = head if value is None else state.find_open(value)
+    if target is None:
+        return _noop(common, value, "revoke target not open")
+    if target is head and low:
+        return _noop(common, value, "insufficient trust")
+    return Revoked, with_(common, value=target.value, target=target.vid, of_head=target is head)
+
+
+def _resolve(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+             low: bool) -> Decision:
+    if head is None or head.status != CONTESTED:
+        return _noop(common, value, "resolve needs a contested cell")
+    assert value is not None
+    winner = state.find_open(value)
+    if winner is None:
+        return _noop(common, value, "resolve value is not a candidate")
+    if winner is not head and low:
+        return _noop(common, value, "insufficient trust")
+    return Resolved, with_(common, value=winner.value, target=winner.vid)
+
+
+def _support(state: CellState, head: Version | None, value: str | None, common: dict[str, Any],
+             low: bool) -> Decision:
+    target = head if value is None else state.find_open(value)
+    if target is None:
+        return _noop(common, value, "support target not open")
+    return Supported, with_(common, value=target.value, target=target.vid)
+
+
+_RULES: dict[str, Rule] = {
+    "accept": _accept, "contest": _contest, "reject": _reject,
+    "revoke": _revoke, "resolve": _resolve, "support": _support,
+}
 
 
 def decide(state: CellState, op: Operation) -> Decision:
@@ -38,26 +141,15 @@ def decide(state: CellState, op: Operation) -> Decision:
         "text": ev.text, "source": ev.source, "trust": ev.trust,
         "observed_at": ev.observed_at, "op_id": ev.op_id, "node_type": ev.node_type,
     }
-
-    def noop(reason: str) -> Decision:
-        common["reason"] = reason
-        common["value"] = op.value
-        return NotApplied, common
-
     head = state.head
     kind, value = op.op, op.value
     if kind == NOOP:
-        return noop(op.reason or "recorded noop")
+        return _noop(common, value, op.reason or "recorded noop")
     if kind == "revise":
-        if op.old_value is not None and not op.hard_commit and (head is None or head.value != op.old_value):
-            current = "the cell is empty" if head is None else f"head is {head.value!r}"
-            return noop(f"stale old_value: {current}")
-        if head is None:
-            kind = "accept"
-        elif value == head.value:
-            kind = "support"
-        else:
-            kind = "reject" if op.correction else "accept"
+        stale = _stale_old_value(head, op)
+        if stale is not None:
+            return _noop(common, value, stale)
+        kind = _revise_kind(head, op)
         common["reason"] = f"revise classified as {kind}"
 
     low = head is not None and ev.trust < head.trust
@@ -66,63 +158,10 @@ def decide(state: CellState, op: Operation) -> Decision:
         common["reason"] = f"lowered {kind} to contest: trust {ev.trust} is below the head's {head.trust}"
         kind = "contest"
 
-    if kind == "accept":
-        assert value is not None
-        if head is None:
-            return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=None)
-        if value == head.value:
-            return Supported, with_(common, value=head.value, target=head.vid)
-        return Accepted, with_(common, value=value, vid=len(state.versions), supersedes=head.vid)
-
-    if kind == "contest":
-        assert value is not None
-        if head is None:
-            return noop("contest needs an incumbent")
-        same = state.find_open(value)
-        if same is not None:
-            return Supported, with_(common, value=same.value, target=same.vid)
-        return Contested, with_(common, value=value, vid=len(state.versions), alternative_of=head.vid)
-
-    if kind == "reject":
-        if head is None:
-            return noop("reject needs a head")
-        if value is None:
-            if low:
-                return noop("insufficient trust")
-            return Rejected, with_(common, value=None, vid=None, target=head.vid, rejected=head.value)
-        if value == head.value:
-            return noop("reject value equals head")
-        return Rejected, with_(common, value=value, vid=len(state.versions), target=head.vid,
-                               rejected=head.value)
-
-    if kind == "revoke":
-        if head is None:
-            return noop("revoke needs a head")
-        target = head if value is None else state.find_open(value)
-        if target is None:
-            return noop("revoke target not open")
-        if target is head and low:
-            return noop("insufficient trust")
-        return Revoked, with_(common, value=target.value, target=target.vid, of_head=target is head)
-
-    if kind == "resolve":
-        if head is None or head.status != CONTESTED:
-            return noop("resolve needs a contested cell")
-        assert value is not None
-        winner = state.find_open(value)
-        if winner is None:
-            return noop("resolve value is not a candidate")
-        if winner is not head and low:
-            return noop("insufficient trust")
-        return Resolved, with_(common, value=winner.value, target=winner.vid)
-
-    if kind == "support":
-        target = head if value is None else state.find_open(value)
-        if target is None:
-            return noop("support target not open")
-        return Supported, with_(common, value=target.value, target=target.vid)
-
-    raise AssertionError(f"unhandled op {kind!r}")  # parse_operation admits only the ops above
+    rule = _RULES.get(kind)
+    if rule is None:
+        raise AssertionError(f"unhandled op {kind!r}")  # parse_operation admits only the ops above
+    return rule(state, head, value, common, low)
 
 
 def execute(cell: MemoryCell, op: Operation) -> Decision:

@@ -91,7 +91,7 @@ class OnnxEmbedder:
             if self.verify and _sha256(path) != want:
                 raise EmbedderUnavailable(f"embedding {what} at {path} does not have the expected sha256 {want}")
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]  # ships no py.typed marker
             from tokenizers import Tokenizer
         except ImportError as e:
             raise EmbedderUnavailable(f"the embedder needs onnxruntime and tokenizers: {e}") from e
@@ -140,4 +140,5 @@ class OnnxEmbedder:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # numpy types .sum(axis) as Any
+        return unit

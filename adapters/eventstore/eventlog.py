@@ -47,13 +47,13 @@ class EventLog(Application[UUID]):
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", max_retries: int = 100) -> None:
         self.backend = open_backend(path)
         self.db = self.backend.label
-        self._errors = (PersistenceError, *self.backend.errors)
+        self._errors: tuple[type[BaseException], ...] = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
         with self.backend.setting_up():
             try:
                 super().__init__(env=self.backend.log_env(synchronous))
-            except (*self._errors, OSError) as e:
+            except self._errors + (OSError,) as e:
                 raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
 
     recorder: Any  # pmem.adapters.eventstore.sqlite_log.PmemRecorder or pmem.adapters.eventstore.pg_log.PmemPgRecorder
@@ -134,14 +134,14 @@ class EventLog(Application[UUID]):
         position = 0
         for outcome in outcomes:
             if len(outcome) == 3:
-                cls, f, head = outcome  # type: ignore[misc]
+                cls, f, head = outcome
                 receipts.append(Receipt(first + position, f["namespace"], f["key"], cls.OP, f["requested"],
                                         cls is not NotApplied, f["reason"], head, f["op_id"]))
                 position += 1
             elif outcome[0] == "dup":
-                receipts.append(_as_duplicate(receipts[outcome[1]]))  # type: ignore[arg-type]
+                receipts.append(_as_duplicate(receipts[outcome[1]]))
             else:
-                receipts.append(_as_duplicate(self.receipt_at(outcome[1])))  # type: ignore[arg-type]
+                receipts.append(_as_duplicate(self.receipt_at(outcome[1])))
         return receipts
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:

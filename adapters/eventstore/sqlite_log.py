@@ -180,7 +180,9 @@ class Factory(SQLiteFactory):
             raise OSError(f"PMEM_SYNCHRONOUS must be one of {', '.join(SYNCHRONOUS)}, got {sync!r}")
         self.datastore.close()
         timeout = int(self.env.get(self.SQLITE_LOCK_TIMEOUT) or 60)
-        self.datastore = TunedDatastore(self.env.get(self.SQLITE_DBNAME), synchronous=sync, lock_timeout=timeout)
+        db_name = self.env.get(self.SQLITE_DBNAME)
+        assert db_name is not None  # SQLiteFactory.__init__ raised OSError if it were not set
+        self.datastore = TunedDatastore(db_name, synchronous=sync, lock_timeout=timeout)
 
 
 def is_sqlite_error(e: BaseException) -> bool:

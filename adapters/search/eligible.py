@@ -45,7 +45,9 @@ class EligibleSet:
         if self._selector is None:
             import faiss
 
-            self._selector = faiss.IDSelectorBitmap(np.packbits(self.mask, bitorder="little"))
+            # faiss's stubs give the SWIG signature (n, bitmap); its Python wrapper takes the bitmap alone
+            self._selector = faiss.IDSelectorBitmap(  # type: ignore[call-arg]
+                np.packbits(self.mask, bitorder="little"))  # type: ignore[arg-type]
         return self._selector
 
     def contains(self, ids: Ids) -> npt.NDArray[np.bool_]:

@@ -159,8 +159,9 @@ class FaissIndex:
         params = None
         if self.kind == "hnsw":
             ef = max(HNSW_EF_SEARCH, m)
-            params = (faiss.SearchParametersHNSW(efSearch=ef) if everyone
-                      else faiss.SearchParametersHNSW(sel=eligible.selector(), efSearch=ef))
+            # faiss's bundled stubs omit SearchParametersHNSW (it exists at runtime, from SWIG)
+            params = (faiss.SearchParametersHNSW(efSearch=ef) if everyone  # type: ignore[attr-defined]
+                      else faiss.SearchParametersHNSW(sel=eligible.selector(), efSearch=ef))  # type: ignore[attr-defined]
         return Candidates(_search(self.index, q, m, params), False, None)
 
     def _quantised_candidates(self, q: Vectors, eligible: EligibleSet, m: int, everyone: bool) -> Candidates:
@@ -185,6 +186,7 @@ class FaissIndex:
                 fh.write(MAGIC + head + b"\n")
                 fh.write(np.ascontiguousarray(self.matrix).tobytes())
                 if self.kind == "hnsw":
+                    assert self.index is not None  # every kind but flat has an index
                     fh.write(faiss.serialize_index(self.index).tobytes())
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -218,7 +220,7 @@ class FaissIndex:
                                                                          size != start + nbytes):
                     return None
                 matrix = np.empty((header.count, header.dim), dtype=np.float32)
-                if fh.readinto(memoryview(matrix).cast("B")) != nbytes:
+                if fh.readinto(matrix.data.cast("B")) != nbytes:
                     return None
                 rest = fh.read() if header.kind == "hnsw" else b""
         except OSError:
@@ -254,8 +256,9 @@ def dot(rows: Vectors, query: Vectors) -> Vectors:
     q = np.ascontiguousarray(query, dtype=np.float32)
     out = np.empty(len(rows), dtype=np.float32)
     if len(rows):
-        faiss.fvec_inner_products_ny(faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(rows),
-                                     rows.shape[1], len(rows))
+        # faiss's bundled stubs omit fvec_inner_products_ny (it exists at runtime, from SWIG)
+        faiss.fvec_inner_products_ny(  # type: ignore[attr-defined]
+            faiss.swig_ptr(out), faiss.swig_ptr(q), faiss.swig_ptr(rows), rows.shape[1], len(rows))
     return out
 
 
@@ -276,9 +279,11 @@ def _exact_top(scores: Vectors, eligible: Ids, m: int) -> Candidates:
 
 def _new_index(kind: str, dim: int) -> Any:
     """The FAISS index of an approximate kind (``flat`` needs none: see the module docstring)."""
+    base: faiss.Index
     if kind == "hnsw":
-        base = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-        base.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        graph = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        graph.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        base = graph
     else:
         base = faiss.IndexLSH(dim, 2 * dim)
     return faiss.IndexIDMap2(base)

@@ -75,7 +75,8 @@ class Int8Scan:
             return None
         t = 127.0 / top
         p = np.rint(query * t).astype(np.float32).reshape(1, -1)
-        params = None if selector is None else faiss.SearchParameters(sel=selector)
+        # faiss's stubs give SearchParameters() no arguments; its Python wrapper sets keyword fields
+        params = None if selector is None else faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
         approx, found = self.index.search(p, m, params=params)
         keep = found[0] >= 0
         ids = found[0][keep]

@@ -131,7 +131,7 @@ def bootstrap(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPAC
                                field="vector_index")
     embedders = EmbedderSlot(embedder, embedder_base)  # a bad choice fails before anything is created
     log = LogHandle(path, sync)
-    backend = open_backend(path)
+    backend: Any = open_backend(path)  # SqliteBackend or PgBackend
     if not (backend.lazy_log and backend.log_exists()):
         backend = log.get().backend  # a new file (the EventLog creates its tables), memory or PostgreSQL
     db = None

@@ -4,6 +4,7 @@ inside functions and under ``TYPE_CHECKING`` alike): dependencies point inward a
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -136,6 +137,27 @@ def test_a_cycle_is_found_when_there_is_one(tmp_path: Path, monkeypatch: pytest.
             test_the_package_has_no_import_cycles()
     finally:
         modules.cache_clear()
+
+
+def documented_rules() -> dict[str, set[str]]:
+    """The "may import" column of docs/architecture.md, as full names."""
+    rooms = {r.rsplit(".", 1)[1]: r for r in MAY_IMPORT if r.startswith("pmem.adapters.")}
+    rules: dict[str, set[str]] = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text().splitlines():
+        if not line.startswith("| `pmem."):
+            continue
+        part, _, may = (c.strip() for c in line.strip("|").split("|"))
+        names = set(re.findall(r"`([\w.]+)`", may))
+        if may.startswith("every room except"):
+            names = set(rooms) - names
+        elif may == "anything":
+            continue
+        rules[part.strip("`")] = {rooms.get(n, n) for n in names} - {part.strip("`")}
+    return rules
+
+
+def test_docs_architecture_states_the_same_rules() -> None:
+    assert documented_rules() == MAY_IMPORT
 
 
 @pytest.mark.parametrize("name", sorted(CORE))
