@@ -1,4 +1,4 @@
-"""The README's soft-key walkthrough runs as written (the LLM line needs a server and is skipped)."""
+"""The soft-key walkthrough of docs/ingest.md runs as written (the LLM line needs a server and is skipped)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 from tests.conftest import PMEM_BIN
 from tests.e2e.test_readme import block
 
-HEADING = "## Writing with a language model, soft key identity"
+PAGE, HEADING = "docs/ingest.md", "## Soft key identity"
 
 
 def test_the_soft_key_walkthrough_merges_reads_and_unmerges(tmp_path: Path) -> None:
-    (tmp_path / "pb.txt").write_text(block("text", HEADING))
+    (tmp_path / "pb.txt").write_text(block("text", HEADING, PAGE))
     env = {**os.environ, "PMEM_DB": str(tmp_path / "mem.db")}
     outputs = []
-    for line in block("sh", HEADING).splitlines():
+    for line in block("sh", HEADING, PAGE).splitlines():
         cmd = line.split("#")[0].strip()
         if not cmd.startswith("pmem ") or "--extractor llm" in cmd:
             continue
@@ -32,4 +32,5 @@ def test_the_soft_key_walkthrough_merges_reads_and_unmerges(tmp_path: Path) -> N
 
 
 def test_the_embedder_choice_example_runs() -> None:
-    exec(compile(block("python", "## Choosing the embedder"), "README.md", "exec"), {})
+    code = block("python", "## Choosing the embedder", "docs/embedders.md")
+    exec(compile(code, "docs/embedders.md", "exec"), {})
