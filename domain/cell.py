@@ -1,4 +1,4 @@
-"""The cell aggregate and its events: one immutable event class per typed operation (SPEC §3).
+"""The cell aggregate and its events: one immutable event class per typed operation (docs/concepts.md).
 
 Every event carries its evidence and everything replay needs. Topics and class versions are those of
 :mod:`pmem.domain.event_schema` (stable names; an old event is upcast). The first event of a cell,

@@ -1,4 +1,4 @@
-"""Deciding: which event an operation becomes, given the cell's state (SPEC §3 and §5).
+"""Deciding: which event an operation becomes, given the cell's state (docs/concepts.md).
 
 Pure: no clock, no I/O. The trust rule is enforced here, in the domain, so no caller can bypass it:
 an observation whose trust is below the head's can never displace or retract the head.

@@ -1,4 +1,4 @@
-"""Cell identity: key normalisation (SPEC §2) and the deterministic aggregate id."""
+"""Cell identity: key normalisation (docs/concepts.md) and the deterministic aggregate id."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Node types of the MOSAIC-style graph (SPEC §8): ``event``, ``persona`` or ``relationship``.
+"""Node types of the MOSAIC-style graph (docs/graph.md): ``event``, ``persona`` or ``relationship``.
 
 An extractor supplies a type with each fact and it travels on the event (``node_type``); where none
 is supplied (an older event, a plain ``accept`` without one), :func:`default_node_type` decides from

@@ -1,4 +1,4 @@
-"""Typed operations (the commands agents send) and their validation (SPEC §2, §3, §5, §9).
+"""Typed operations (the commands agents send) and their validation (docs/concepts.md).
 
 ``parse_operation`` turns one JSON object into an :class:`Operation` or raises
 :class:`~domain.errors.InvalidOperation` naming the field that is wrong. Validation is complete
@@ -32,7 +32,7 @@ _ALLOWED = {
 
 
 class Evidence(NamedTuple):
-    """What travels with every observation (SPEC §2)."""
+    """What travels with every observation (docs/concepts.md)."""
 
     text: str | None = None
     source: str | None = None

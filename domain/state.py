@@ -1,4 +1,4 @@
-"""The state of one cell and the transitions events apply to it (SPEC §2-§3).
+"""The state of one cell and the transitions events apply to it (docs/concepts.md).
 
 Transitions never fail on a valid log and never decide anything: the deciding happens in
 :mod:`domain.decide`. Each transition returns the ids of the versions whose status changed, so a
@@ -120,7 +120,7 @@ class CellState:
         return []
 
     def rollback(self, retracted_status: str) -> list[int]:
-        """Retract the head (SPEC §3 Rollback): promote the newest alternative, else walk ``supersedes``."""
+        """Retract the head (docs/concepts.md): promote the newest alternative, else walk ``supersedes``."""
         head = self.head
         assert head is not None
         head.status = retracted_status

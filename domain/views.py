@@ -1,4 +1,4 @@
-"""Typed results the API returns: receipts for writes, cell views and histories for reads (SPEC §9).
+"""Typed results the API returns: receipts for writes, cell views and histories for reads (docs/python-api.md).
 
 Each has ``to_dict()`` giving exactly the JSON the ``pmem`` CLI prints.
 """
@@ -85,7 +85,7 @@ class VersionView:
 
 @dataclass(frozen=True, slots=True)
 class CellView:
-    """A cell read current-value-first, with optional disclosures (SPEC §6)."""
+    """A cell read current-value-first, with optional disclosures (docs/reading.md)."""
 
     namespace: str
     key: str

@@ -1,4 +1,4 @@
-"""Pre-write conflict check (SPEC §8): an incoming fact against its nearest stored neighbours.
+"""Pre-write conflict check (docs/graph.md): an incoming fact against its nearest stored neighbours.
 
 Pure. Three kinds, each with its reason:
 

@@ -1,4 +1,4 @@
-"""The controller of SPEC §8: what to ask or read next, with scores cached by what they depend on.
+"""The controller of docs/graph.md: what to ask or read next, with scores cached by what they depend on.
 
 Candidates are the nodes not yet confirmed whose prerequisites are all confirmed. Each scores
 

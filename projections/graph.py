@@ -1,4 +1,4 @@
-"""The MOSAIC-style graph projection (SPEC §8): fact rows from events, and the entity graph they make.
+"""The MOSAIC-style graph projection (docs/graph.md): fact rows from events, and the entity graph they make.
 
 Pure. :class:`GraphProjector` consumes ``(event_index, event)`` in index order and emits one row per
 period during which a cell's head had one value and status (``graph_facts``: open at ``opened_at``,

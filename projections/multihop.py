@@ -4,7 +4,7 @@ Pure. Starting from the entities whose names appear in the question, each hop ad
 facts of the current entities that score best against the question (the caller supplies the scorer,
 usually embedding cosine), then moves on to the entities those facts' values name. So "the spouse of
 the author of X" reads ``x.author = A``, then A's facts, then the spouse's, within the budget of
-SPEC §6's iterative readout (up to 3 follow-ups of 6 cells).
+docs/reading.md iterative readout (up to 3 follow-ups of 6 cells).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ MIN_SLUG = 3
 
 
 def fact_line(f: Fact) -> str:
-    """How a fact reads in a context: ``key = value`` (SPEC §6)."""
+    """How a fact reads in a context: ``key = value`` (docs/reading.md)."""
     return f"{f.key} = {f.value}"
 
 

@@ -1,4 +1,4 @@
-"""The read path of SPEC §6, as pure functions: render cells, gate and prune turns, fit a token budget.
+"""The read path of docs/reading.md, as pure functions: render cells, gate and prune turns, fit a token budget.
 
 Nothing here does I/O: retrieval (embeddings, FAISS) and tokenizers live in :mod:`pmem.adapters.service.reader`,
 which hands this module cell views, turns and a token counter, and gets back the context string an
@@ -17,7 +17,7 @@ from pmem.domain.views import CellView
 TokenCount = Callable[[str], int]
 
 # A question asks for a current value when it says so, or asks "what/where/who is ..." in the present
-# tense; a question about the past, or one that aggregates over versions, never does (SPEC §6 gate).
+# tense; a question about the past, or one that aggregates over versions, never does (docs/reading.md).
 _CURRENT = re.compile(r"\b(now|current(ly)?|latest|still|today|at present|these days|most recent(ly)?)\b"
                       r"|^\s*(what|where|who|which|how much|how many \w+ (is|are))\b.*\b(is|are|'s)\b", re.I)
 _PAST_OR_AGGREGATE = re.compile(

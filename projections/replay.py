@@ -1,6 +1,6 @@
 """The reference read model: fold events, in event-index order, into cells with open intervals.
 
-This is the definition every other projection is compared against (SPEC §4): the state as of
+This is the definition every other projection is compared against (docs/concepts.md): the state as of
 event index N is the fold of exactly the events with index <= N.
 """
 

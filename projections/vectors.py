@@ -1,4 +1,4 @@
-"""The vector projection's pure part: which versions get a vector, and when each is open (SPEC §4, §6).
+"""The vector projection's pure part: which versions get a vector, and when each is open (docs/concepts.md).
 
 Every version ever created gets a vector id, a dense integer assigned in event-index order of
 creation (so replaying the log from index 1 assigns the same ids). A version is embedded as
@@ -23,7 +23,7 @@ Span = tuple[int, int | None]  # (opened_at, closed_at or None): open after open
 
 
 def version_text(key: str, value: str) -> str:
-    """The string a version is embedded as: SPEC §6 ``key: value``, underscores in the key read as
+    """The string a version is embedded as: docs/reading.md ``key: value``, underscores in the key read as
     spaces (``5k_pb`` holding ``25:50`` gives ``"5k pb: 25:50"``)."""
     return f"{key.replace('_', ' ')}: {value}"
 
@@ -83,7 +83,7 @@ def open_versions(events: Iterable[IndexedEvent]) -> set[tuple[UUID, int]]:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """A cell found by search (SPEC §6), read as of the searched event index.
+    """A cell found by search (docs/reading.md), read as of the searched event index.
 
     ``score`` is the best cosine among the cell's open versions (head and alternatives) and
     ``matched`` the value of that version.

@@ -67,7 +67,7 @@ def _did(r: Receipt) -> str:
 
 
 def render(cell: CellView) -> str:
-    """One cell current-value-first (SPEC §6): ``key = value  [contested: alt1 | alt2]``."""
+    """One cell current-value-first (docs/reading.md): ``key = value  [contested: alt1 | alt2]``."""
     line = f"{cell.key} = {cell.value if cell.value is not None else '(empty)'}"
     if cell.status == "contested":
         line += f"  [contested: {' | '.join(cell.alternatives)}]"

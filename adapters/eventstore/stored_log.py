@@ -22,9 +22,9 @@ EVENTS_TABLE = "stored_events"  # the table of eventsourcing's SQLite recorder (
 RawRow = tuple[int, str, int, str, bytes]  # (event index, cell id hex, cell revision, topic, state)
 CellRange = tuple[str, "str | None"]  # [lo, hi) of cell ids (hex); hi None: no upper bound
 # The rows of a range of cells. A scan of the table (NOT INDEXED) reads them in storage order and skips
-# the other cells' rows inside SQLite (0.1-0.4 us a row), where following the (cell, revision) index
-# visits the rows at random (2.9 us a row on a 1,000,000-event log); but a log read in many ranges
-# would be scanned once per range, so past SCAN_RANGES ranges the index is the cheaper way.
+# the other cells' rows inside SQLite, far cheaper per row than following the (cell, revision) index,
+# which visits the rows at random; but a log read in many ranges would be scanned once per range, so
+# past SCAN_RANGES ranges the index is the cheaper way (docs/projections.md has the figures).
 RANGE_SQL = ("SELECT rowid, originator_id, originator_version, topic, state FROM {table}{how} "
              "WHERE originator_id >= ? AND rowid <= ?")
 SCAN_RANGES = 16

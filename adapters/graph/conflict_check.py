@@ -4,7 +4,7 @@
 The neighbours are the cell's own head (when it has one) and the nearest cells by vector search over
 ``key: value``, five in all. A write whose checked confidence is below 0.6 is recorded as a
 ``contest`` (when the cell has a head to contest) instead of superseding, so the cell asks for
-clarification instead of guessing (SPEC §7-8).
+clarification instead of guessing (docs/ingest.md).
 """
 
 from __future__ import annotations

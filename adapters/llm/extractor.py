@@ -1,4 +1,4 @@
-"""The LLM extractor and the LLM annotator (SPEC §7), both through :class:`pmem.adapters.llm.client.JsonModel`.
+"""The LLM extractor and the LLM annotator (docs/ingest.md), both through :class:`pmem.adapters.llm.client.JsonModel`.
 
 The model only proposes; deterministic code decides what is kept. The extractor's answer is read by
 :func:`domain.extraction.llm_output.parse_facts`; an answer still unusable after the retries becomes an

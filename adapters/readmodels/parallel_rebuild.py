@@ -1,18 +1,12 @@
 """The full rebuild of the frontier tables on SQLite: the log split by cell id, folded on every core.
 
 The cells are split into ranges of cell id (ids are uniform hex, so the ranges hold about as many
-events each): one range per ``rebuild_chunk`` events of the log, and at least one per worker. A
-range is read in one query (:func:`pmem.adapters.eventstore.stored_log.range_query`) whose rows keep each cell's in
-revision order, grouped by cell in memory, folded cell by cell
-(:func:`projections.frontier_rebuild.fold_cell`: final rows only) and written in primary-key order
-with multi-row ``INSERT`` statements. Measurements on this machine decided that shape:
-
-- following the (cell, revision) index visits the rows in random order, 2.9 us per event; a scan
-  of the table that skips other ranges' rows inside SQLite costs 0.1-0.4 us per event and range
-  (so past ``SCAN_RANGES`` ranges the index is read instead);
-- grouping 250,000 rows by cell takes 0.10 s, sorting them 0.27 s in Python, 0.70 s in SQL;
-- ``executemany`` of one row per statement costs 1.55 us a row, most of it the driver's work per
-  statement; statements of about 900 parameters (90 to 180 rows) cost 0.86 us a row.
+events each): one range per ``rebuild_chunk`` events of the log, and at least one per worker. A range
+is read in one query (:func:`pmem.adapters.eventstore.stored_log.range_rows`: a scan of the table while
+there are few ranges, the (cell, revision) index past ``SCAN_RANGES``), its rows grouped by cell in
+memory (grouping is cheaper than sorting), folded cell by cell
+(:func:`pmem.projections.frontier_rebuild.fold_cell`: final rows only) and written in primary-key
+order with multi-row ``INSERT`` statements (the driver's cost is per statement, not per row).
 
 A range is written in pieces of whole cells (``PIECE_EVENTS``), each in a write transaction of its
 own (:func:`fold_ranges`). With more than one worker, the calling process folds the first share of
@@ -20,13 +14,12 @@ the ranges and ``workers - 1`` new processes fold the others, every process writ
 tables. SQLite has one writer at a time and its lock is not fair (a waiter sleeps through the
 other's transactions), so a process that still has cells to fold only tries the lock and otherwise
 queues the piece and folds the next; one that has folded everything writes its queue and, while
-another holds the lock, checkpoints the WAL (:func:`checkpointer`). Writing into a scratch file per
-worker and appending that with ``INSERT ... SELECT`` measured the same rate for more CPU, and a writer
-thread per process left the writes fighting the fold for the interpreter (a 50,000-event piece took
-0.5 s to write instead of 0.2 s). The workers are new
-interpreters (``python -m pmem.adapters.readmodels.parallel_rebuild JOB``): a forked child would inherit the
+another holds the lock, checkpoints the WAL (:func:`checkpointer`). The workers are new interpreters
+(``python -P -m pmem.adapters.readmodels.parallel_rebuild JOB``): a forked child would inherit the
 caller's SQLite connections and locks, and ``multiprocessing``'s spawn would run the caller's main
-script again. The cyclic garbage collector is off while a rebuild runs (:func:`no_gc`).
+script again. The cyclic garbage collector is off while a rebuild runs (:func:`no_gc`). The
+measurements behind each of these choices, and the designs they ruled out, are in
+docs/projections.md.
 """
 
 from __future__ import annotations

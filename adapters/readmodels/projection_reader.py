@@ -26,8 +26,8 @@ from pmem.projections.frontier_view import FOREVER, ProjectedCell, VersionRows, 
 # The open versions of a namespace's cells now: a version's current status is a column of its row ...
 _NOW = ("SELECT c.cell_id, c.key, v.value, v.status FROM cells c JOIN versions v ON v.cell_id = c.cell_id "
         f"WHERE c.namespace = :ns AND v.status IN ({OPEN_SQL}) ORDER BY c.key, v.vid")
-# ... and as of N, the status rows valid at N through the ``version_status`` view (measured faster on
-# SQLite than the union of the two joins on its base tables written out: 76 against 125 ms, 22,000 rows)
+# ... and as of N, the status rows valid at N through the ``version_status`` view (on SQLite faster than
+# the union of the two joins on its base tables written out: docs/projections.md)
 _AS_OF = ("SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
           "JOIN version_status s ON s.cell_id = c.cell_id "
           "JOIN versions v ON v.cell_id = s.cell_id AND v.vid = s.vid "

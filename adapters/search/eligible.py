@@ -1,4 +1,4 @@
-"""The versions a search may return, as the vector index wants them (SPEC §6).
+"""The versions a search may return, as the vector index wants them (docs/reading.md).
 
 An :class:`EligibleSet` holds the versions open at one event index of one namespace: their cells by
 vector id, a boolean mask over vector ids, the sorted ids and a FAISS ``IDSelectorBitmap`` over the

@@ -1,4 +1,4 @@
-"""Search (SPEC §6): rank the cells open at an event index by the cosine of ``key: value``.
+"""Search (docs/reading.md): rank the cells open at an event index by the cosine of ``key: value``.
 
 Composes the positioned tables (:mod:`pmem.adapters.readmodels.vector_projection`), an embedder and the FAISS cache
 (:mod:`pmem.adapters.search.faiss_index`). Every search first catches the tables up with the log, then the

@@ -1,4 +1,4 @@
-"""Ingest: read records, extract facts, annotate each against its cell, write through the Store (SPEC §7).
+"""Ingest: read records, extract facts, annotate each against its cell, write through the Store (docs/ingest.md).
 
 Records come as ``lines`` (one per line; blank lines are not records but still count in the numbering)
 or ``jsonl`` (``{"text", "source"?, "trust"?, "observed_at"?, "op_id"?, "confidence"?, "node_type"?}`` or a

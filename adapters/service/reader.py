@@ -1,4 +1,4 @@
-"""The read path (SPEC §6): what context string an agent receives for a question.
+"""The read path (docs/reading.md): what context string an agent receives for a question.
 
 - ``cells`` mode: top-L cells by cosine over ``key: value`` (``Store.search``), rendered current-value
   first with the chosen disclosures; an optional :class:`LookupPlanner` (an LLM) may then issue up to 3
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from pmem.projections.ports import Embedder
     from pmem.projections.vectors import SearchResult
 
-DEFAULT_L = 12  # SPEC §6: top L cells
-MAX_LOOKUPS = 3  # SPEC §6: iterative readout, up to 3 follow-up lookups ...
+DEFAULT_L = 12  # docs/reading.md: top L cells
+MAX_LOOKUPS = 3  # docs/reading.md: iterative readout, up to 3 follow-up lookups ...
 LOOKUP_CELLS = 6  # ... of 6 further cells each
 MODES = ("cells", "turns")
 

@@ -1,4 +1,4 @@
-"""Soft key identity at ingest (SPEC §7): shortlist registered keys by embedding, confirm, merge as an event.
+"""Soft key identity at ingest (docs/ingest.md): shortlist registered keys by embedding, confirm, merge as an event.
 
 For a key the namespace has not seen, the registered keys about the same subject (keys about the user
 form one group) whose phrase embeddings (:func:`domain.extraction.key_identity.shortlist_phrase`) have

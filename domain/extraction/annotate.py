@@ -1,4 +1,4 @@
-"""The rule-based annotator: which typed operation a fact becomes, relative to the cell's head (SPEC §7).
+"""The rule-based annotator: which typed operation a fact becomes, relative to the cell's head (docs/ingest.md).
 
 Rules, first match wins:
 
@@ -9,7 +9,7 @@ Rules, first match wins:
 4. ``v`` equals the head -> ``support``
 5. otherwise -> ``accept v``
 
-The choice is then validated against the cell, deterministically, with the preconditions of SPEC §3
+The choice is then validated against the cell, deterministically, with the preconditions of docs/concepts.md
 (contest and reject need a head, reject needs a different value, revoke needs ``v`` open). An invalid
 choice is not changed into another op: it is written all the same and the domain records it as a
 ``noop`` event with the reason, so the observation stays in the log.
@@ -71,7 +71,7 @@ def choose(fact: Fact, cell: CellSnapshot) -> tuple[str, str]:
 
 
 def validate(op: str, value: str, cell: CellSnapshot) -> str | None:
-    """Why ``op value`` cannot apply to ``cell`` (the SPEC §3 preconditions), or ``None`` if it can."""
+    """Why ``op value`` cannot apply to ``cell`` (the docs/concepts.md preconditions), or ``None`` if it can."""
     if op in ("contest", "reject", "revoke") and cell.value is None:
         return f"{op} needs a head: the cell is empty"
     if op == "reject" and value == cell.value:

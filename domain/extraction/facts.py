@@ -1,6 +1,6 @@
-"""What extraction produces (SPEC §7): facts with an assertion status, or the reason a record gave none.
+"""What extraction produces (docs/ingest.md): facts with an assertion status, or the reason a record gave none.
 
-Key scheme (value-independent, SPEC §2-normalised): ``<subject>.<attribute>``. The subject slug is
+Key scheme (value-independent, docs/concepts.md-normalised): ``<subject>.<attribute>``. The subject slug is
 the subject folded to ASCII (``Zürich`` -> ``zurich``) with every other character run, dots included,
 made ``_``, so the one dot is the separator: ``France`` + capital -> ``france.capital``,
 ``mug 1`` + location -> ``mug_1.location``. A personal statement about the user ("my X is now Y")

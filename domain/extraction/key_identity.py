@@ -1,4 +1,4 @@
-"""Soft key identity, the pure part (SPEC §7): when two key names mean the same slot, and how a merge is kept.
+"""Soft key identity, the pure part (docs/ingest.md): when two key names mean the same slot, and how a merge is kept.
 
 Embedding similarity only shortlists (adapters/soft_keys.py); a pair is merged after a same/different
 check shown only the two key names. Without a model that check is :func:`same_key`: token sets after

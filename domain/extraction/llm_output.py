@@ -1,4 +1,4 @@
-"""Deterministic reading of what a language model answered (SPEC §7): text -> facts, or why not.
+"""Deterministic reading of what a language model answered (docs/ingest.md): text -> facts, or why not.
 
 Models wrap JSON in code fences, put it after prose that itself holds braces, stop mid-string, add keys
 nobody asked for, emit megabyte strings and invalid escapes. :func:`parse_facts` takes any of that and
@@ -119,7 +119,7 @@ def _fact_problem(item: Any) -> str | None:
 
 
 def _key_holds_value(key: str, value: str) -> bool:
-    """A key that embeds its value (``personal_best_27_12``) breaks value-independence (SPEC §7)."""
+    """A key that embeds its value (``personal_best_27_12``) breaks value-independence (docs/ingest.md)."""
     v = normalize_key(value)
     return len(v) >= 3 and v in key
 

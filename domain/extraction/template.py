@@ -15,7 +15,7 @@ Forms, tried in this order on each record (a leading ``"<n>. "`` serial number i
 
 A record that fits none, or whose key or value comes out empty, yields no fact and says why.
 
-Each fact carries its graph node type (SPEC §8): an ALFWorld observation or move is an ``event``, a
+Each fact carries its graph node type (docs/graph.md): an ALFWorld observation or move is an ``event``, a
 personal statement is about the user's ``persona``, and a cloze fact has the rule-based type of its
 relation (``spouse`` -> ``relationship``, ``place_of_birth`` -> ``event``, :mod:`domain.node_types`).
 
