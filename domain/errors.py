@@ -12,7 +12,8 @@
     │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
     ├── UnknownProjection       a projection name that does not exist
     ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
-    └── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
+    ├── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
+    └── MissingExtra            an optional part (a pip extra such as ``llm``) is not installed
 
 Each error carries a one-line message that says what was wrong and where.
 """
@@ -102,3 +103,21 @@ class ReaderNotConfigured(PmemError):
     """The optional LLM reader was asked for but no model server is configured (``PMEM_LLM_BASE``)."""
 
     kind = "reader not configured"
+
+
+class MissingExtra(PmemError, ImportError):
+    """An optional part of P-Mem was asked for, but the pip extra that provides it is not installed.
+
+    A setup problem, not bad input: the CLI exits 1, as for the other "not configured" errors. It is
+    also an :class:`ImportError`, so code that probes for an optional library still catches it.
+    """
+
+    kind = "missing extra"
+
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(f"{module} is not installed: pip install 'pmem[{extra}]'", name=module)
+        self.module = module
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str]]:  # picklable across worker processes
+        return (type(self), (self.module, self.extra))

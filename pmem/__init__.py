@@ -19,6 +19,7 @@ from pmem.domain.errors import (
     EmbedderUnavailable,
     InvalidBatch,
     InvalidOperation,
+    MissingExtra,
     PmemError,
     StoreError,
     StoreUnavailable,
@@ -45,6 +46,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
     "Evidence", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "Operation", "PmemError", "Receipt", "Store", "StoreError", "StoreUnavailable",
+    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreError", "StoreUnavailable",
     "VersionView", "open", "open_store", "parse_operation",
 ]

@@ -36,6 +36,7 @@ from pmem.adapters.graph.multihop import graph_guided_context  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor, Record  # noqa: E402
 from pmem.adapters.service.reader import Reader, TokenCounter  # noqa: E402
 from pmem.adapters.service.store import Store  # noqa: E402
+from pmem.domain.errors import MissingExtra  # noqa: E402
 from pmem.domain.extraction.cloze import match_cloze  # noqa: E402
 from pmem.domain.extraction.template import TemplateExtractor  # noqa: E402
 from pmem.projections.reading import fit_budget, tail_that_fits  # noqa: E402
@@ -434,7 +435,12 @@ def markdown(r: dict[str, Any]) -> str:
 
 
 def plots(r: dict[str, Any], out: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib  # only here: the `bench` extra
+    except ModuleNotFoundError as e:
+        if e.name != "matplotlib":
+            raise  # matplotlib is there but broken: the real cause, not a misleading hint
+        raise MissingExtra("matplotlib", "bench") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -107,8 +107,9 @@ class LitellmEmbedder:
 
     def _request(self, batch: list[str]) -> np.ndarray:
         s = self.settings
+        litellm = _litellm()  # outside the try: a missing `llm` extra is its own error, not a server failure
         try:
-            response = _litellm().embedding(**self._kwargs(batch))
+            response = litellm.embedding(**self._kwargs(batch))
         except Exception as e:  # noqa: BLE001 - litellm raises many types; each becomes one line of ours
             raise _translate(e, s) from e
         with self._lock:
@@ -127,7 +128,8 @@ class LitellmEmbedder:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not np.all(norms > 0):
             raise EmbedderBadResponse(f"embedding server {s.where} returned a zero vector for a non-empty text")
-        return (vectors / norms).astype(np.float32)
+        unit: np.ndarray = (vectors / norms).astype(np.float32)
+        return unit
 
     def _kwargs(self, batch: list[str]) -> dict[str, Any]:
         s = self.settings
@@ -146,7 +148,8 @@ class LitellmEmbedder:
 
 
 def _litellm() -> Any:
-    """litellm, imported on first use, told not to fetch its model price map from the network."""
+    """litellm, imported on first use, told not to fetch its model price map from the network; without
+    the ``llm`` extra, :class:`MissingExtra` naming it."""
     from pmem.adapters.llm.client import _litellm as load
 
     return load()

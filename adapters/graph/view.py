@@ -13,6 +13,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
+from pmem.domain.errors import MissingExtra
 from pmem.domain.views import History
 from pmem.projections.controller import Controller, Node
 from pmem.projections.graph import EntityGraph
@@ -32,7 +33,7 @@ class Drawing:
 
 def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
     """Entity -> (PageRank, Louvain community) over both edge families, undirected."""
-    import networkx as nx
+    nx = _networkx()
 
     nxg = nx.Graph()
     nxg.add_nodes_from(g.entities)
@@ -50,7 +51,7 @@ def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
 def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 200) -> dict[str, float]:
     """PageRank by power iteration on networkx's Google matrix (``nx.pagerank`` would need scipy,
     which P-Mem does not otherwise install)."""
-    import networkx as nx
+    nx = _networkx()
     import numpy as np
 
     nodes = list(nxg)
@@ -183,7 +184,7 @@ COLOURS = {"persona": "#4e79a7", "event": "#f28e2b", "relationship": "#59a14f", 
 
 def to_html(d: Drawing, width: int = 960, height: int = 640) -> str:
     """One self-contained page: an inline SVG laid out here (no script, no external resource)."""
-    import networkx as nx
+    nx = _networkx()
 
     nxg = nx.DiGraph()
     nxg.add_nodes_from(i for i, _, _ in d.nodes)
@@ -218,3 +219,14 @@ def to_html(d: Drawing, width: int = 960, height: int = 640) -> str:
             + "</head><body><h1>" + html.escape(d.title) + f"</h1><p>{len(d.nodes)} nodes, {len(d.edges)} edges. "
             + legend + " &middot; arrows: prerequisite / provenance, dashed: association</p>\n"
             + "\n".join(svg) + "\n</body></html>\n")
+
+
+def _networkx() -> Any:
+    """networkx, imported on first use (the ``graph`` extra); without it, :class:`MissingExtra` naming it."""
+    try:
+        import networkx
+    except ModuleNotFoundError as e:
+        if e.name != "networkx":
+            raise  # networkx is there but broken: the real cause, not a misleading hint
+        raise MissingExtra("networkx", "graph") from None
+    return networkx

@@ -8,12 +8,13 @@ every path, malformed answers included, runs through the real litellm with no se
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pmem.domain.errors import ExtractorNotConfigured
+from pmem.domain.errors import ExtractorNotConfigured, MissingExtra
 
 T = TypeVar("T")
 Parse = Callable[[str], tuple[T | None, str]]
@@ -51,19 +52,32 @@ class Answer:
 
 
 def _litellm() -> Any:
-    """litellm, imported on first use, told not to fetch its model price map from the network."""
+    """litellm, imported on first use, told not to fetch its model price map from the network; without
+    the ``llm`` extra, :class:`MissingExtra` naming it."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm  # lazily: about 4 s
+    try:
+        import litellm  # lazily: about 4 s, and only in the `llm` extra
+    except ModuleNotFoundError as e:
+        if e.name != "litellm":
+            raise  # litellm is there but broken: the real cause, not a misleading hint
+        raise MissingExtra("litellm", "llm") from None
 
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
 
 
+def _require_litellm() -> None:
+    """:class:`MissingExtra` naming the ``llm`` extra when litellm is not installed; finds it without importing it."""
+    if importlib.util.find_spec("litellm") is None:
+        raise MissingExtra("litellm", "llm")
+
+
 class JsonModel:
     """Asks for JSON under a schema; feeds back why an answer was unusable and asks again, boundedly."""
 
     def __init__(self, settings: LlmSettings) -> None:
+        _require_litellm()  # at setup (before a store is opened), not at the first call
         self.settings = settings
         self.calls = 0  # model invocations, read by tests and the benchmark
 

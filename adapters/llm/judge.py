@@ -39,7 +39,9 @@ class LlmJudge:
         self.model = model
 
     def judge(self, key: str, value: str, other_key: str, other_value: str) -> tuple[bool, str]:
-        import litellm
+        from pmem.adapters.llm.client import _litellm
+
+        litellm = _litellm()  # the `llm` extra, named in a one-line error when it is missing
 
         prompt = PROMPT.format(a_key=key, a_value=value, b_key=other_key, b_value=other_value)
         try:

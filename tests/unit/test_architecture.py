@@ -167,3 +167,25 @@ def test_the_core_does_no_io(name: str) -> None:
     for m in members:
         for i in imported(m):
             assert i not in IO_LIBRARIES and i.split(".")[0] not in IO_LIBRARIES - {"eventsourcing"}, f"{m} imports {i}"
+
+
+MAX_PUBLIC_METHODS = 15
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_class_has_more_than_15_public_methods_and_no_function_runs_past_60_lines() -> None:
+    """Modules and functions stay small. ``Store``, the public face, joins four role interfaces
+    (``WriteApi``, ``ReadApi``, ``SearchApi``, ``AdminApi``); each is counted on its own."""
+    too_big = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                public = [m.name for m in node.body if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef)
+                          and not m.name.startswith("_")]
+                if len(public) > MAX_PUBLIC_METHODS:
+                    too_big.append(f"{name}.{node.name}: {len(public)} public methods")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    too_big.append(f"{name}.{node.name}: {lines} lines")
+    assert modules() and not too_big, "\n".join(too_big)

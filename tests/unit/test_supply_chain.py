@@ -2,7 +2,7 @@
 
 litellm 1.82.7 and 1.82.8 were malicious uploads (they dropped a ``.pth`` file that runs at every
 interpreter start); releases below 1.83.7 carry a proxy SQL injection; the ``proxy`` extra is never
-installed.
+installed. litellm is optional (the ``llm`` extra), yet the lock holds it, since setup installs every extra.
 """
 
 from __future__ import annotations
@@ -10,16 +10,22 @@ from __future__ import annotations
 import re
 import site
 import sysconfig
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
+SETUP_EXTRAS = ("dev", "postgres", "llm", "bench", "graph")
 EXPECTED_PTH = re.compile(r"^(distutils-precedence|__editable__\.pmem-[\w.]+|_virtualenv)\.pth$")
 
 
 def pins() -> dict[str, str]:
     return {m.group(1).lower(): m.group(2)
             for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s\\;]+)", LOCK.read_text(), re.M)}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def version_tuple(v: str) -> tuple[int, ...]:
@@ -45,6 +51,32 @@ def test_pyproject_pins_litellm_exactly_without_the_proxy_extra() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     (spec,) = re.findall(r'"litellm[^"]*"', text)
     assert re.fullmatch(r'"litellm==\d+\.\d+\.\d+"', spec), spec
+
+
+def test_litellm_is_not_a_core_dependency_but_pinned_exactly_in_the_llm_extra_and_the_lock() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert "litellm[" not in text, "no extra of litellm (its proxy above all) is ever installed"
+    project = tomllib.loads(text)["project"]
+    assert not [r for r in project["dependencies"] if r.lower().startswith("litellm")], "litellm must stay optional"
+    extras = project["optional-dependencies"]
+    holders = sorted(name for name, reqs in extras.items() if any(r.lower().startswith("litellm") for r in reqs))
+    assert holders == ["llm"], holders
+    (spec,) = [r for r in extras["llm"] if r.lower().startswith("litellm")]
+    assert re.fullmatch(r"litellm==\d+\.\d+\.\d+", spec), spec  # exact, and no [proxy] or any other extra
+    assert pins()["litellm"] == spec.split("==")[1], "the lock and the llm extra disagree on litellm"
+
+
+def test_the_lock_covers_every_extra_that_setup_installs() -> None:
+    """scripts/setup.sh installs the lock alone (then pmem with --no-deps): it must hold the core and the
+    dev, postgres, llm, bench and graph extras, so the demo and every test run from it."""
+    header = LOCK.read_text().split("\n\n", 1)[0]
+    assert all(f"--extra={e}" in header for e in SETUP_EXTRAS), header
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = list(project["dependencies"]) + [r for e in SETUP_EXTRAS for r in project["optional-dependencies"][e]]
+    names = {canonical(re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0]) for r in wanted}
+    locked = {canonical(n) for n in pins()}
+    assert names <= locked, sorted(names - locked)
+    assert {"litellm", "networkx", "matplotlib", "psycopg", "pytest"} <= locked
 
 
 def test_no_unexpected_pth_files_in_the_environment() -> None:
