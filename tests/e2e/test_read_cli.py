@@ -61,7 +61,7 @@ def test_help_lists_read() -> None:
     assert "--mode" in out and "--budget" in out and "--disclose" in out
 
 
-def test_the_readme_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
+def test_the_docs_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
     import json
     import os
     import re
@@ -70,8 +70,8 @@ def test_the_readme_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> Non
 
     from tests.conftest import PMEM_BIN, ROOT
 
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Reading: the context an agent receives")
+    readme = (ROOT / "docs" / "reading.md").read_text()
+    start = readme.index("# Reading: the context an agent receives")
     console = re.compile(r"```console\n(.*?)```", re.S).search(readme, start)
     assert console is not None
     env = {**os.environ, "PMEM_DB": str(tmp_path / "mem.db")}

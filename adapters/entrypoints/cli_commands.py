@@ -1,0 +1,186 @@
+"""The command table of ``pmem``: one :class:`~.cli_common.Command` per command, in the order ``pmem
+--help`` lists them. The writing and reading commands are here; ingest, worker, rebuild and demo, which
+run longer or open the store their own way, are in :mod:`.cli_jobs`, the graph commands in :mod:`.graph_cli`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pmem.adapters.entrypoints import cli_jobs, graph_cli
+from pmem.adapters.entrypoints.cli_common import (
+    Args,
+    Command,
+    UsageError,
+    check_k,
+    emit,
+    emit_lines,
+    read_batch,
+    read_input,
+)
+from pmem.domain.operations import parse_operation
+
+SINGLE_OPS = ("accept", "contest", "reject", "revoke", "resolve", "support")
+VALUE_REQUIRED = ("accept", "contest", "resolve")
+EVIDENCE = ("source", "trust", "text", "op_id", "observed_at", "node_type")
+
+
+def _add_apply(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE|-", help="file of JSON lines, or - for standard input")
+
+
+def _check_apply(args: Args) -> None:
+    args.ops = read_batch(read_input(args.file), args.namespace)  # validated before the store is even opened
+
+
+def _apply(args: Args, store: Any) -> None:
+    emit_lines(r.to_dict() for r in store.apply(args.ops))
+
+
+def _add_evidence(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", help="where the observation came from")
+    p.add_argument("--trust", type=int, help="trust 0-100 (default 50)")
+    p.add_argument("--text", help="the observation itself")
+    p.add_argument("--op-id", dest="op_id", help="idempotency key: a resend records nothing new")
+    p.add_argument("--observed-at", dest="observed_at", help="ISO-8601 time of the observation")
+    p.add_argument("--node-type", dest="node_type", metavar="TYPE",
+                   help="graph node type: event, persona or relationship (default: by rule from the key)")
+
+
+def _single_op(op: str) -> Command:
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("key")
+        p.add_argument("value", nargs=None if op in VALUE_REQUIRED else "?")
+        _add_evidence(p)
+
+    return Command(op, f"one {op} operation", add_arguments, _write_one)
+
+
+def _add_revise(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key")
+    p.add_argument("new_value")
+    p.add_argument("--old-value", dest="old_value")
+    p.add_argument("--correction", action="store_true", help="status: correction (default: update)")
+    p.add_argument("--hard-commit", dest="hard_commit", action="store_true")
+    _add_evidence(p)
+
+
+def _write_one(args: Args, store: Any) -> None:
+    """One operation from the arguments of a single-operation command or ``revise``; its receipt."""
+    fields = {k: getattr(args, k) for k in EVIDENCE}
+    d: dict[str, Any] = {"op": args.command, "key": args.key, **{k: v for k, v in fields.items() if v is not None}}
+    if args.command == "revise":
+        d.update(new_value=args.new_value, status="correction" if args.correction else "update",
+                 hard_commit=args.hard_commit)
+        if args.old_value is not None:
+            d["old_value"] = args.old_value
+    elif args.value is not None:
+        d["value"] = args.value
+    emit(store.apply([parse_operation(d, args.namespace)])[0].to_dict())
+
+
+def _add_get(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key")
+    p.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
+    p.add_argument("--disclose", default="", help="comma list of history,alternatives,support")
+
+
+def _get(args: Args, store: Any) -> None:
+    emit(store.get(args.key, as_of=args.as_of, disclose=args.disclose.split(",")).to_dict())
+
+
+def _add_frontier(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as-of", dest="as_of", type=int)
+    p.add_argument("--disclose", default="")
+
+
+def _frontier(args: Args, store: Any) -> None:
+    emit_lines(c.to_dict() for c in store.frontier(as_of=args.as_of, disclose=args.disclose.split(",")))
+
+
+def _add_history(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key")
+    p.add_argument("--as-of", dest="as_of", type=int)
+
+
+def _history(args: Args, store: Any) -> None:
+    emit(store.history(args.key, as_of=args.as_of).to_dict())
+
+
+def _add_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--after", type=int, default=0)
+    p.add_argument("--limit", type=int)
+
+
+def _log(args: Args, store: Any) -> None:
+    emit_lines(store.log(after=args.after, limit=args.limit))
+
+
+def _stats(args: Args, store: Any) -> None:
+    emit(store.stats())
+
+
+def _add_search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query")
+    p.add_argument("-k", type=int, default=12, help="how many cells (default 12)")
+    p.add_argument("--as-of", dest="as_of", type=int, help="search the cells as of this event index")
+
+
+def _search(args: Args, store: Any) -> None:
+    emit_lines(r.to_dict() for r in store.search(args.query, args.k, as_of=args.as_of))
+
+
+def _add_unmerge(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key")
+
+
+def _unmerge(args: Args, store: Any) -> None:
+    from pmem.adapters.service.soft_keys import unmerge
+    from pmem.domain.keys import normalize_key
+
+    if not normalize_key(args.key):
+        raise UsageError(f"key {args.key!r} is empty after normalisation")
+    emit(unmerge(store, normalize_key(args.key)).to_dict())
+
+
+def _add_read(p: argparse.ArgumentParser) -> None:
+    p.add_argument("question")
+    p.add_argument("--mode", choices=("cells", "turns"), default="cells",
+                   help="cells (top-L cells, current value first; default) or turns (raw observations, pruned)")
+    p.add_argument("--budget", type=int, help="context budget in tokens (MiniLM WordPiece); default: none")
+    p.add_argument("--disclose", default="", help="cells mode: comma list of history,alternatives,support")
+    p.add_argument("-k", type=int, default=12, help="how many cells or turns to retrieve (default 12)")
+    p.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
+
+
+def _check_read(args: Args) -> None:
+    check_k(args)
+    if args.budget is not None and args.budget < 1:
+        raise UsageError(f"--budget must be a positive number of tokens, got {args.budget}")
+
+
+def _read(args: Args, store: Any) -> None:
+    emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
+                    disclose=args.disclose.split(","), as_of=args.as_of).to_dict())
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("apply", "apply JSON lines of operations (all or nothing)", _add_apply, _apply, _check_apply),
+    *(_single_op(op) for op in SINGLE_OPS),
+    Command("revise", "the revise patch: an update or correction, classified against the head", _add_revise,
+            _write_one),
+    Command("get", "one cell, current value first", _add_get, _get),
+    Command("frontier", "every non-empty cell (JSON lines)", _add_frontier, _frontier),
+    Command("history", "every version of a cell", _add_history, _history),
+    Command("log", "events in index order (JSON lines)", _add_log, _log),
+    cli_jobs.REBUILD,
+    Command("stats", "counts of events, cells, versions; projection positions, lags and workers", None, _stats),
+    cli_jobs.WORKER,
+    Command("search", "cells best matching QUERY by `key: value` (JSON lines)", _add_search, _search, check_k),
+    cli_jobs.INGEST,
+    Command("unmerge", "undo a soft-key merge: KEY goes to its own cell from now on", _add_unmerge, _unmerge),
+    *graph_cli.COMMANDS,
+    Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
+    cli_jobs.DEMO,
+)
+BY_NAME = {c.name: c for c in COMMANDS}
