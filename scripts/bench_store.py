@@ -12,7 +12,7 @@ Three paths store the same N ``accept`` operations over K keys (JSON lines from 
   (read back once, untimed, from the first CLI store), inserted with one ``executemany`` in one
   transaction into a table with the same schema (eventsourcing's, with its primary-key index).
   This is the baseline the goal refers to: it isolates P-Mem's own per-event work from what
-  SQLite itself costs to store those rows (NOTES.md's "raw executemany of the same rows").
+  SQLite itself costs to store those rows.
 * ``raw-plain``: the same, but the input JSON lines into ``CREATE TABLE ops (key, body)`` with no
   index: the cheapest possible store of the same data, shown for context.
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import SHARED
+from tests.conftest import ROOT
 from tests.e2e.test_cli import error, ok, pmem
 
-CONTEXT = SHARED / "data" / "factconsolidation" / "factconsolidation_6k_context.txt"
+CONTEXT = ROOT / "tests" / "data" / "factconsolidation" / "factconsolidation_6k_context.txt"  # vendored, MIT
 
 
-@pytest.mark.skipif(not CONTEXT.is_file(), reason=f"shared data missing: {CONTEXT}")
 def test_ingesting_the_6k_context_leaves_a_frontier_of_294_cells(db: str) -> None:
     receipts = ok(db, "ingest", str(CONTEXT))
     assert len(receipts) == 456  # the header line, then one receipt per fact
@@ -57,7 +54,6 @@ def test_the_llm_extractor_answers_with_a_clear_error_and_creates_no_store(db_pa
     assert r.returncode == 2 and "cannot read" in error(r)["detail"]
 
 
-@pytest.mark.skipif(not CONTEXT.is_file(), reason=f"shared data missing: {CONTEXT}")
 def test_soft_keys_on_the_6k_context_merge_nothing_and_keep_294_cells(db: str) -> None:
     receipts = ok(db, "ingest", str(CONTEXT), "--soft-keys", "on")
     assert not any(r["key"].startswith("_alias.") for r in receipts[1:])

@@ -16,11 +16,10 @@ from pmem.domain.errors import ExtractorNotConfigured, InvalidOperation
 from pmem.domain.extraction.annotate import CellSnapshot, annotate
 from pmem.domain.extraction.cloze import TEMPLATES
 from pmem.domain.extraction.template import TemplateExtractor
-from tests.conftest import SHARED
+from tests.conftest import ROOT
 
-FC = SHARED / "data" / "factconsolidation"
+FC = ROOT / "tests" / "data" / "factconsolidation"  # vendored, MIT: tests/data/README.md
 CONTEXT = FC / "factconsolidation_6k_context.txt"
-needs_data = pytest.mark.skipif(not CONTEXT.is_file(), reason=f"shared data missing: {CONTEXT}")
 
 
 def fact_lines() -> list[tuple[int, str]]:
@@ -34,7 +33,7 @@ def fact_lines() -> list[tuple[int, str]]:
 
 
 def independent_slots() -> dict[tuple[str, str], list[tuple[int, str]]]:
-    """Group lines by (subject, template) straight from the shared template file: every template as a
+    """Group lines by (subject, template) straight from the MQuAKE template file: every template as a
     regex, the one with the most literal text wins. Values in serial order."""
     raw = json.loads((FC / "mquake_templates" / "cloze_templates.json").read_text())
     rules = []
@@ -51,13 +50,11 @@ def independent_slots() -> dict[tuple[str, str], list[tuple[int, str]]]:
     return slots
 
 
-@needs_data
-def test_the_code_templates_are_the_shared_ones_misspellings_included() -> None:
+def test_the_code_templates_are_the_mquake_ones_misspellings_included() -> None:
     raw = json.loads((FC / "mquake_templates" / "cloze_templates.json").read_text())
     assert {pid: t.strip() for pid, t in raw.items()} == {pid: t for pid, (t, _) in TEMPLATES.items()}
 
 
-@needs_data
 def test_every_fact_line_of_the_6k_context_gives_exactly_one_fact() -> None:
     x = TemplateExtractor()
     lines = CONTEXT.read_text().splitlines()
@@ -68,7 +65,6 @@ def test_every_fact_line_of_the_6k_context_gives_exactly_one_fact() -> None:
     assert sum(len(r.facts) for r in results) == 455
 
 
-@needs_data
 def test_ingesting_the_6k_stream_leaves_294_cells_each_holding_its_later_value(store: pmem.Store) -> None:
     slots = independent_slots()
     assert len(slots) == 294 and sum(len(v) == 2 for v in slots.values()) == 161  # data/README's figures

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import pmem
 from pmem.adapters.readmodels import sqlite_projection
+from pmem.adapters.readmodels.registry import VECTORS
 from pmem.adapters.readmodels.sqlite_projection import SHADOW, TRACKING, FrontierProjection
 from pmem.domain.state import CellState
 from pmem.projections.frontier import SCHEMA_VERSION, TABLES, VIEWS, Changes
@@ -85,70 +86,71 @@ def apply_in_batches(store: pmem.Store, ops: list[dict[str, Any]], cuts: list[in
         store.get("k1", namespace="work")
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=4),
-       batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]),
-       chunk=st.sampled_from([1, 5, sqlite_projection.REBUILD_CHUNK]),
-       piece=st.sampled_from([1, 4, sqlite_projection.PIECE_EVENTS]))
-@example(steps=[("default", "k1", "accept", "a", 50, None), ("default", "k1", "contest", "b", 50, None),
-                ("default", "k1", "contest", "c", 50, None), ("default", "k1", "resolve", "b", 50, None),
-                ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0, chunk=1, piece=1)
-def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(
-        backend: Backend, steps: list[Step], cuts: list[int], batch_size: int, cache: int, chunk: int,
-        piece: int) -> None:
+def test_a_rebuild_from_scratch_equals_the_incrementally_maintained_projection(backend: Backend) -> None:
     """Each batch is applied and read by a newly opened store (as by a new process), so catching up
     resumes from the stored rows; ``cache`` bounds the cells the projector keeps between batches.
     On SQLite the rebuild takes its own path (cell by cell, final rows only, read in ranges of
     ``chunk`` events and committed in pieces of ``piece`` into shadow tables); on PostgreSQL it replays
-    in place. Both must produce the
-    same rows."""
-    if not backend.within(pg_examples=30):
-        return
-    ops = [as_op(s) for s in steps]
-    bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
-    path = backend.new_url()
-    for lo, hi in pairwise(bounds):
+    in place. Both must produce the same rows."""
+
+    @settings(max_examples=backend.max_examples(sqlite=200, postgres=30), deadline=None)
+    @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=4),
+           batch_size=st.sampled_from([1, 2, 7, 1000]), cache=st.sampled_from([0, 1, 100_000]),
+           chunk=st.sampled_from([1, 5, sqlite_projection.REBUILD_CHUNK]),
+           piece=st.sampled_from([1, 4, sqlite_projection.PIECE_EVENTS]))
+    @example(steps=[("default", "k1", "accept", "a", 50, None), ("default", "k1", "contest", "b", 50, None),
+                    ("default", "k1", "contest", "c", 50, None), ("default", "k1", "resolve", "b", 50, None),
+                    ("default", "k1", "revoke", None, 80, None)], cuts=[3], batch_size=1, cache=0, chunk=1,
+             piece=1)
+    def check(steps: list[Step], cuts: list[int], batch_size: int, cache: int, chunk: int, piece: int) -> None:
+        ops = [as_op(s) for s in steps]
+        bounds = [0, *sorted(c for c in cuts if 0 < c < len(ops)), len(ops)]
+        path = backend.new_url()
+        for lo, hi in pairwise(bounds):
+            with pmem.open(path) as store:
+                store.frontier_projection.batch_size = batch_size
+                store.frontier_projection.projector.max_cached_cells = cache
+                apply_in_batches(store, ops[lo:hi], [(hi - lo) // 2])
         with pmem.open(path) as store:
-            store.frontier_projection.batch_size = batch_size
-            store.frontier_projection.projector.max_cached_cells = cache
-            apply_in_batches(store, ops[lo:hi], [(hi - lo) // 2])
-    with pmem.open(path) as store:
-        store.catch_up()
-        live = dump(store.projection_db)
-        assert store.frontier_projection.position() == len(ops)
-        assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
-        store.frontier_projection.rebuild_chunk = chunk
-        store.frontier_projection.rebuild_piece = piece
-        rebuilt = store.rebuild("frontier")
-        assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
-        assert dump(store.projection_db) == live  # and one rebuilt in place
-        assert store.frontier_projection.position() == len(ops)
+            store.catch_up()
+            live = dump(store.projection_db)
+            assert store.frontier_projection.position() == len(ops)
+            assert dump(fresh(backend, store).conn) == live  # a fresh projection in a separate database
+            store.frontier_projection.rebuild_chunk = chunk
+            store.frontier_projection.rebuild_piece = piece
+            rebuilt = store.rebuild("frontier")
+            assert rebuilt["events"] == len(ops) and rebuilt["seconds"] >= 0
+            assert dump(store.projection_db) == live  # and one rebuilt in place
+            assert store.frontier_projection.position() == len(ops)
+
+    check()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=1, max_size=50), cuts=st.lists(st.integers(0, 50), max_size=3),
-       data=st.data())
-def test_as_of_reads_from_the_projection_equal_the_replay_readers(
-        backend: Backend, steps: list[Step], cuts: list[int], data: st.DataObject) -> None:
-    ops = [as_op(s) for s in steps]
-    points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1, max_size=6))
-    if not backend.within(pg_examples=20):  # after every draw: Hypothesis needs the same draws each run
-        return
-    path = backend.new_url()
-    with pmem.open(path) as store, pmem.open(path, reader="replay") as replay:
-        apply_in_batches(store, ops, cuts)
-        for n in points:
-            for ns in NAMESPACES:
-                for disclose in ((), DISCLOSE):
-                    got = store.frontier(as_of=n, namespace=ns, disclose=disclose)
-                    assert got == replay.frontier(as_of=n, namespace=ns, disclose=disclose), (n, ns)
-                for key in KEYS:
-                    got_cell = store.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
-                    assert got_cell == replay.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
-                    assert got_cell.to_dict() == replay.get(key, as_of=n, namespace=ns,
-                                                            disclose=DISCLOSE).to_dict()
-                    assert store.history(key, as_of=n, namespace=ns) == replay.history(
-                        key, as_of=n, namespace=ns), (n, ns, key)
+def test_as_of_reads_from_the_projection_equal_the_replay_readers(backend: Backend) -> None:
+
+    @settings(max_examples=backend.max_examples(sqlite=60, postgres=20), deadline=None)
+    @given(steps=st.lists(STEP, min_size=1, max_size=50), cuts=st.lists(st.integers(0, 50), max_size=3),
+           data=st.data())
+    def check(steps: list[Step], cuts: list[int], data: st.DataObject) -> None:
+        ops = [as_op(s) for s in steps]
+        points = data.draw(st.lists(st.one_of(st.none(), st.integers(0, len(ops) + 2)), min_size=1, max_size=6))
+        path = backend.new_url()
+        with pmem.open(path) as store, pmem.open(path, reader="replay") as replay:
+            apply_in_batches(store, ops, cuts)
+            for n in points:
+                for ns in NAMESPACES:
+                    for disclose in ((), DISCLOSE):
+                        got = store.frontier(as_of=n, namespace=ns, disclose=disclose)
+                        assert got == replay.frontier(as_of=n, namespace=ns, disclose=disclose), (n, ns)
+                    for key in KEYS:
+                        got_cell = store.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
+                        assert got_cell == replay.get(key, as_of=n, namespace=ns, disclose=DISCLOSE)
+                        assert got_cell.to_dict() == replay.get(key, as_of=n, namespace=ns,
+                                                                disclose=DISCLOSE).to_dict()
+                        assert store.history(key, as_of=n, namespace=ns) == replay.history(
+                            key, as_of=n, namespace=ns), (n, ns, key)
+
+    check()
 
 
 def test_a_reopened_version_has_one_interval_row_per_opening_and_a_status_row_per_change(
@@ -218,25 +220,26 @@ def reference_views(store: pmem.Store) -> dict[str, list[tuple[Any, ...]]]:
             "intervals": sorted(intervals, key=lambda r: r[:3]), "edges": sorted(edges, key=lambda r: r[:4])}
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=3))
-@example(steps=REOPENS, cuts=[4])
-def test_every_view_equals_the_rows_of_the_reference_fold(
-        backend: Backend, steps: list[Step], cuts: list[int]) -> None:
+def test_every_view_equals_the_rows_of_the_reference_fold(backend: Backend) -> None:
     """``version_status``, ``evidence``, ``intervals`` and ``edges``, for random logs (revokes reopen
     superseded versions, so a version has several intervals), caught up in batches; on SQLite also
     after a rebuild, which swaps its tables in under the views."""
-    if not backend.within(pg_examples=20):
-        return
-    with pmem.open(backend.new_url()) as store:
-        apply_in_batches(store, [as_op(s) for s in steps], cuts)
-        store.catch_up()
-        want = reference_views(store)
-        got = {view: dump(store.projection_db)[view] for view in VIEWS}
-        assert set(want) == set(VIEWS) and got == want
-        if backend.name == "sqlite":
-            store.rebuild("frontier")
-            assert {view: dump(store.projection_db)[view] for view in VIEWS} == want
+
+    @settings(max_examples=backend.max_examples(sqlite=100, postgres=20), deadline=None)
+    @given(steps=st.lists(STEP, min_size=1, max_size=60), cuts=st.lists(st.integers(0, 60), max_size=3))
+    @example(steps=REOPENS, cuts=[4])
+    def check(steps: list[Step], cuts: list[int]) -> None:
+        with pmem.open(backend.new_url()) as store:
+            apply_in_batches(store, [as_op(s) for s in steps], cuts)
+            store.catch_up()
+            want = reference_views(store)
+            got = {view: dump(store.projection_db)[view] for view in VIEWS}
+            assert set(want) == set(VIEWS) and got == want
+            if backend.name == "sqlite":
+                store.rebuild("frontier")
+                assert {view: dump(store.projection_db)[view] for view in VIEWS} == want
+
+    check()
 
 
 def test_the_reference_example_reopens_a_version(db: str) -> None:
@@ -472,8 +475,10 @@ print("done", flush=True)
 
 
 def vector_tables(conn: Any) -> list[list[tuple[Any, ...]]]:
-    return [sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
-            for t in ("pmem_vec_position", "pmem_vec_versions", "pmem_vec_intervals")]
+    """The vector projection's rows: its position in the shared tracking table, its versions and intervals."""
+    return [conn.execute(f"SELECT * FROM {TRACKING} WHERE name = ?", (VECTORS,)).fetchall(),
+            *(sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in ("pmem_vec_versions",
+                                                                             "pmem_vec_intervals"))]
 
 
 def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pmem
@@ -36,25 +36,27 @@ def model_after(ops: list[dict[str, object]], n: int) -> RefStore:
     return model
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=1, max_size=40), data=st.data())
-def test_a_read_as_of_n_equals_the_fold_of_the_first_n_events(backend: Backend, steps, data) -> None:
-    ops = as_ops(steps)
-    cut = data.draw(st.integers(0, len(ops)))  # two batches, so reads cross a commit boundary
-    points = sorted(set(data.draw(st.lists(st.integers(0, len(ops)), min_size=1, max_size=5))))
-    if not backend.within(pg_examples=15):  # after every draw: Hypothesis needs the same draws each run
-        return
-    with pmem.open(backend.new_url()) as store:
-        receipts = store.apply(ops[:cut]) + store.apply(ops[cut:])
-        assert [r.event_index for r in receipts] == list(range(1, len(ops) + 1))
-        for n in points:
-            want = model_after(ops, n)
-            got = {c.key: (c.value, c.status, list(c.alternatives)) for c in store.frontier(as_of=n)}
-            assert got == want.frontier(), f"as_of={n}"
-            for key in ("k1", "k2"):
-                cell = store.get(key, as_of=n)
-                expected = want.cells[key].view() if key in want.cells else (None, "empty", [])
-                assert (cell.value, cell.status, list(cell.alternatives)) == expected
+def test_a_read_as_of_n_equals_the_fold_of_the_first_n_events(backend: Backend) -> None:
+
+    @settings(max_examples=backend.max_examples(sqlite=60, postgres=15), deadline=None)
+    @given(steps=st.lists(STEP, min_size=1, max_size=40), data=st.data())
+    def check(steps: list[tuple[str, str, str | None, int]], data: st.DataObject) -> None:
+        ops = as_ops(steps)
+        cut = data.draw(st.integers(0, len(ops)))  # two batches, so reads cross a commit boundary
+        points = sorted(set(data.draw(st.lists(st.integers(0, len(ops)), min_size=1, max_size=5))))
+        with pmem.open(backend.new_url()) as store:
+            receipts = store.apply(ops[:cut]) + store.apply(ops[cut:])
+            assert [r.event_index for r in receipts] == list(range(1, len(ops) + 1))
+            for n in points:
+                want = model_after(ops, n)
+                got = {c.key: (c.value, c.status, list(c.alternatives)) for c in store.frontier(as_of=n)}
+                assert got == want.frontier(), f"as_of={n}"
+                for key in ("k1", "k2"):
+                    cell = store.get(key, as_of=n)
+                    expected = want.cells[key].view() if key in want.cells else (None, "empty", [])
+                    assert (cell.value, cell.status, list(cell.alternatives)) == expected
+
+    check()
 
 
 def test_a_reopened_version_has_two_open_intervals_and_as_of_honours_the_gap(store: pmem.Store) -> None:
