@@ -20,14 +20,25 @@ caller's SQLite connections and locks, and ``multiprocessing``'s spawn would run
 script again. The cyclic garbage collector is off while a rebuild runs (:func:`no_gc`). The
 measurements behind each of these choices, and the designs they ruled out, are in
 docs/projections.md.
+
+A worker dies with the process that started it (:func:`die_with_parent`): its stdin is a pipe the
+parent holds open and never writes, and a thread of the worker ends the process (``os._exit``) when
+the pipe reaches end of file, which happens when the parent exits, however it dies (SIGKILL
+included); on Linux the worker also asks the kernel for SIGKILL when its parent goes
+(``PR_SET_PDEATHSIG``), which needs no thread to be scheduled. A killed rebuild thus leaves no
+process writing into the store; what it leaves, its shadow tables, the next rebuild drops first.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,6 +57,8 @@ from pmem.projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 LOCK_TIMEOUT = 60.0  # seconds a worker waits for the write lock (as the projection's own connection)
 PIECE_EVENTS = 50_000  # events folded per write transaction (a range is read at once, written in pieces)
 PARAMETERS_PER_STATEMENT = 900  # under SQLite's old limit of 999 bound parameters per statement
+PR_SET_PDEATHSIG = 1  # prctl(2) option (linux/prctl.h): the signal a process gets when its parent exits
+ORPHANED = 3  # exit status of a worker that found its parent gone (no one reads it: the parent is gone)
 
 
 def cell_ranges(count: int) -> list[CellRange]:
@@ -195,13 +208,20 @@ def start_worker(store: str, ranges: list[CellRange], stop: int, total: int, suf
     keeps the current folder off ``sys.path``: it may hold another copy of the package."""
     job = orjson.dumps({"store": store, "ranges": ranges, "stop": stop, "total": total, "suffix": suffix,
                         "piece": piece})
-    return subprocess.Popen([sys.executable, "-P", "-m", __name__, job.decode()], stdin=subprocess.DEVNULL,
+    return subprocess.Popen([sys.executable, "-P", "-m", __name__, job.decode()], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def finish_worker(proc: subprocess.Popen[bytes]) -> int:
-    """The events the worker folded, once it has ended; its one-line error if it failed."""
-    out, err = proc.communicate()
+    """The events the worker folded, once it has ended; its one-line error if it failed. The worker's
+    stdin stays open until it has ended (``communicate`` would close it first, and a worker takes the
+    end of its stdin for its parent's death, :func:`die_with_parent`)."""
+    parent_pipe, proc.stdin = proc.stdin, None
+    try:
+        out, err = proc.communicate()
+    finally:
+        if parent_pipe is not None:
+            parent_pipe.close()
     if proc.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"]
         raise StoreUnavailable(f"a rebuild worker process failed: {lines[-1]}")
@@ -213,6 +233,42 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def die_with_parent(fd: int = 0) -> None:
+    """In a worker: end this process when the process that started it ends. ``fd`` (stdin) is a pipe
+    whose other end only the parent holds (:func:`start_worker`; the pipe is close-on-exec, so no
+    other program the parent starts holds it): when the parent exits, by any death, the kernel closes that end and a
+    read here returns end of file, and a daemon thread then ends the process at once (``os._exit``:
+    no cleanup, an open transaction rolls back as after any kill). Where the parent died before the
+    thread started, the first read already returns end of file. On Linux the kernel is also asked for
+    SIGKILL at the parent's death (``PR_SET_PDEATHSIG``), which needs no thread to run (the signal
+    follows the *thread* that started the worker, which waits for the worker in
+    :func:`finish_worker`). Elsewhere, or where ``prctl`` is missing, the pipe alone does; a ``fd``
+    that is not a pipe (closed, a terminal, ``/dev/null``: the module run by hand) leaves the worker
+    unwatched rather than ending it."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_exit_at_end_of_file, args=(fd,), name="parent-death", daemon=True).start()
+
+
+def _exit_at_end_of_file(fd: int) -> None:
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        while os.read(fd, 4096):
+            pass  # the parent never writes: anything read is ignored
+    except OSError:
+        return  # nothing to watch: stay alive
+    os._exit(ORPHANED)
 
 
 def split(ranges: list[CellRange], parts: int) -> list[list[CellRange]]:
@@ -281,7 +337,8 @@ def _decoder() -> Callable[[list[RawRow]], list[StoredEvent]]:
 
 def main() -> None:
     """A worker process: the job (JSON) as the argument, the events folded on stdout, or one line on
-    stderr and exit status 1."""
+    stderr and exit status 1; it ends at once when its parent does (:func:`die_with_parent`)."""
+    die_with_parent()
     try:
         job = orjson.loads(sys.argv[1])
         events = fold_into_store(job["store"], [(lo, hi) for lo, hi in job["ranges"]], job["stop"],

@@ -15,6 +15,7 @@ Reads go through :class:`pmem.adapters.readmodels.projection_reader.ProjectionRe
 from __future__ import annotations
 
 import os
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -46,7 +47,7 @@ MIN_PIECE_EVENTS = 5_000  # smallest rebuild piece (200,000 events: pieces of 12
 REBUILD_CHUNK = 500_000  # events per range of cells a full rebuild reads into memory at once (one scan of the log)
 PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (spawning one costs ~0.5 s)
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
-SHADOW = "__rebuild"  # suffix of the tables a rebuild fills before swapping them in
+SHADOW = "__rebuild"  # how the name of every table a rebuild fills before swapping it in ends
 INDEXES = {
     "cells_namespace_key": "CREATE UNIQUE INDEX IF NOT EXISTS cells_namespace_key ON cells(namespace, key)",
 }
@@ -158,7 +159,12 @@ class FrontierProjection(TrackedProjection):
         events on, worker processes fold a share of the ranges each. One last
         transaction drops the old tables, renames the shadow ones, builds the views and indexes and
         sets the position. Until that commits the old projection stays whole and readable; a crash before it
-        leaves only shadow tables, which the next rebuild drops.
+        leaves only shadow tables, which the next rebuild drops: it starts, under the write lock, by
+        dropping every table whose name ends in :data:`SHADOW` (:meth:`_drop_shadow_tables`). Each
+        rebuild's shadow tables have names of their own (:func:`shadow_suffix`), so a worker process of
+        an earlier rebuild that still runs finds its tables gone and fails, instead of writing into
+        this rebuild's (the workers also die with the process that started them:
+        :func:`pmem.adapters.readmodels.parallel_rebuild.die_with_parent`).
 
         Where the backend does not offer it (``fast_rebuild``, see :mod:`pmem.adapters.storage.backend`), the
         tables are dropped and the log replayed from index 0 by the incremental path instead."""
@@ -171,20 +177,21 @@ class FrontierProjection(TrackedProjection):
         self.projector.forget()
         self._cached_at = -1
         bar = progress(self.name, target)
+        suffix = shadow_suffix()
         try:
             # Dropped tables' pages are not zeroed (this SQLite's build defaults to secure_delete ON,
             # which made the swap write every freed page again); their rows are a projection of the log
             # the same file keeps.
             with pragmas(raw, secure_delete="FAST"):
                 with self._transaction():
-                    self._drop_tables(SHADOW)
-                    self._create_tables(SHADOW, indexes=False)
+                    self._drop_shadow_tables()
+                    self._create_tables(suffix, indexes=False)
                 with no_gc():
-                    folded = self._fill_shadow(target, bar, raw)
+                    folded = self._fill_shadow(target, bar, raw, suffix)
                 with self._transaction():
                     self._drop_tables()  # the views too: SQLite cannot rename a table while a view is broken
                     for table in TABLES:
-                        self.conn.execute(f"ALTER TABLE {table}{SHADOW} RENAME TO {table}")
+                        self.conn.execute(f"ALTER TABLE {table}{suffix} RENAME TO {table}")
                     self._create_views()
                     self._create_indexes()
                     self._move_position(target)
@@ -209,11 +216,21 @@ class FrontierProjection(TrackedProjection):
         finally:
             self.batch_size = batch_size
 
-    def _fill_shadow(self, target: int, bar: Any, raw: sqlite3.Connection) -> int:
-        """Fold the log into the shadow tables by ranges of cells (:mod:`pmem.adapters.readmodels.parallel_rebuild`):
-        this process folds the first share of the ranges and worker processes the others, each
-        writing pieces of what it folds into the shadow tables, a transaction each (``raw``: this
-        projection's connection)."""
+    def _drop_shadow_tables(self) -> None:
+        """Drop every shadow table in the file, whichever rebuild (of whichever version) left it: any
+        table whose name ends in :data:`SHADOW` (the caller holds the write lock). Their indexes go
+        with them."""
+        found = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB ?",
+                                  (f"*{SHADOW}",)).fetchall()
+        for (name,) in sorted(found):
+            quoted = name.replace('"', '""')
+            self.conn.execute(f'DROP TABLE IF EXISTS "{quoted}"')
+
+    def _fill_shadow(self, target: int, bar: Any, raw: sqlite3.Connection, suffix: str) -> int:
+        """Fold the log into the shadow tables (``table + suffix``) by ranges of cells
+        (:mod:`pmem.adapters.readmodels.parallel_rebuild`): this process folds the first share of the
+        ranges and worker processes the others, each writing pieces of what it folds into the shadow
+        tables, a transaction each (``raw``: this projection's connection)."""
         store = self._store_path()
         workers = self._workers(target, store)
         ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
@@ -224,10 +241,10 @@ class FrontierProjection(TrackedProjection):
             try:
                 # about 8 pieces per process, so writing starts early and the lock changes hands often
                 piece = min(self.rebuild_piece, max(MIN_PIECE_EVENTS, target // (8 * workers)))
-                procs = [start_worker(store, share, target, len(ranges), SHADOW, piece)
+                procs = [start_worker(store, share, target, len(ranges), suffix, piece)
                          for share in shares[1:]]
                 folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
-                                     lambda out, wait: write_piece(raw, out, SHADOW, wait), piece,
+                                     lambda out, wait: write_piece(raw, out, suffix, wait), piece,
                                      bar.update, checkpointer(raw))
                 for proc in procs:
                     folded += _advance(bar, finish_worker(proc))
@@ -274,6 +291,12 @@ class FrontierProjection(TrackedProjection):
             for rows in found.values():
                 (cell,) = rows["cells"]
                 self.projector.seed(cell, rows.get("versions", []))
+
+
+def shadow_suffix() -> str:
+    """The suffix of one rebuild's shadow tables (``cells__3f9a0c1d__rebuild``): random, so no two
+    rebuilds share tables, and ending in :data:`SHADOW`, so every rebuild's are found and dropped."""
+    return f"__{secrets.token_hex(4)}{SHADOW}"
 
 
 def create_statement(db: ProjectionDb, table: str, name: str) -> str:
