@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import pmem
+
+# Tests are never timed: the machines that run them are shared and noisy, so Hypothesis neither
+# fails a slow example (deadline) nor a slow generator (too_slow); every example still asserts.
+settings.register_profile("pmem", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("pmem")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
