@@ -1,7 +1,9 @@
 """Deciding: which event an operation becomes, given the cell's state (docs/concepts.md).
 
 Pure: no clock, no I/O. The trust rule is enforced here, in the domain, so no caller can bypass it:
-an observation whose trust is below the head's can never displace or retract the head.
+an observation never closes an open version (the head or an alternative) whose trust is higher than
+its own. An ``accept`` or ``reject`` that would is held open as a ``contest`` instead; a ``revoke`` or
+``resolve`` that would is not applied ("insufficient trust"). Equal trust may close.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def _revoke(state: CellState, head: Version | None, value: str | None, common: d
     target = head if value is None else state.find_open(value)
     if target is None:
         return _noop(common, value, "revoke target not open")
-    if target is head and low:
+    if (target is head and low) or target.trust > common["trust"]:
         return _noop(common, value, "insufficient trust")
     return Revoked, with_(common, value=target.value, target=target.vid, of_head=target is head)
 
@@ -114,7 +116,7 @@ def _resolve(state: CellState, head: Version | None, value: str | None, common: 
     winner = state.find_open(value)
     if winner is None:
         return _noop(common, value, "resolve value is not a candidate")
-    if winner is not head and low:
+    if (winner is not head and low) or _stronger([head, *state.alternatives()], common["trust"], winner):
         return _noop(common, value, "insufficient trust")
     return Resolved, with_(common, value=winner.value, target=winner.vid)
 
@@ -125,6 +127,23 @@ def _support(state: CellState, head: Version | None, value: str | None, common: 
     if target is None:
         return _noop(common, value, "support target not open")
     return Supported, with_(common, value=target.value, target=target.vid)
+
+
+def _stronger(versions: list[Version], trust: int, spared: Version | None = None) -> Version | None:
+    """The first of ``versions`` (other than ``spared``) whose trust is above ``trust``: one an
+    observation of that trust may not close."""
+    return next((v for v in versions if v is not spared and v.trust > trust), None)
+
+
+def _lowering(state: CellState, head: Version, trust: int) -> str | None:
+    """Why an ``accept``/``reject`` of a new value, which would close the head and every open
+    alternative, must be held open as a ``contest`` instead; None when it may close them all."""
+    if trust < head.trust:
+        return f"trust {trust} is below the head's {head.trust}"
+    stronger = _stronger(state.alternatives(), trust)
+    if stronger is not None:
+        return f"trust {trust} is below the open alternative {stronger.value!r}'s {stronger.trust}"
+    return None
 
 
 _RULES: dict[str, Rule] = {
@@ -153,10 +172,14 @@ def decide(state: CellState, op: Operation) -> Decision:
         common["reason"] = f"revise classified as {kind}"
 
     low = head is not None and ev.trust < head.trust
-    if head is not None and low and value is not None and (
-            kind == "reject" or (kind == "accept" and value != head.value)):
-        common["reason"] = f"lowered {kind} to contest: trust {ev.trust} is below the head's {head.trust}"
-        kind = "contest"
+    if head is not None and value is not None and kind in ("accept", "reject"):
+        if value != head.value:
+            why = _lowering(state, head, ev.trust)
+        else:  # nothing would close; a reject of the head's own value is still lowered when it is weaker
+            why = f"trust {ev.trust} is below the head's {head.trust}" if kind == "reject" and low else None
+        if why is not None:
+            common["reason"] = f"lowered {kind} to contest: {why}"
+            kind = "contest"
 
     rule = _RULES.get(kind)
     if rule is None:

@@ -5,6 +5,7 @@
     │   └── InvalidBatch        one line of a batch is bad; names the line, nothing was written
     ├── StoreError              the store cannot do what was asked (adapters translate library errors)
     │   ├── StoreUnavailable    the database cannot be opened, read or written
+    │   ├── StoreClosed         the store was closed: nothing can be read or written through it any more
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
     │   ├── EmbedderUnavailable the embedding model cannot be found, verified, loaded or reached
@@ -57,6 +58,12 @@ class StoreUnavailable(StoreError):
     """The database cannot be opened, read or written."""
 
     kind = "store unavailable"
+
+
+class StoreClosed(StoreError):
+    """The store was closed (``close()``, or the end of its ``with`` block); open it again to use it."""
+
+    kind = "store closed"
 
 
 class ConflictRetriesExhausted(StoreError):

@@ -1,17 +1,41 @@
-"""Cell identity: key normalisation (docs/concepts.md) and the deterministic aggregate id."""
+"""Cell identity: key normalisation (docs/concepts.md) and the deterministic aggregate id.
+
+Two editions of the key rule exist. Edition 2, the rule of every new store: Unicode NFKC, then
+``casefold()``; every run of characters that are not letters, marks or digits of any script (Unicode
+categories L*, M*, N*) and not ``.`` becomes ``_``; leading and trailing ``_`` removed. Edition 1, the
+rule of stores created before it: ``[^a-z0-9.]+`` -> ``_`` after ``lower()``, which folded every
+non-ASCII letter to ``_``. For ASCII input the two agree, so every key edition 1 ever stored is already
+in edition-2 form. A store keeps the edition it was created with.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 
+KEY_EDITION = 2  # the rule new stores use
+KEY_EDITIONS = (1, 2)
 _NON_KEY = re.compile(r"[^a-z0-9.]+")
 _NAMESPACE_ROOT = uuid.UUID("6f1c2a4e-8d7b-5b1e-9c3a-2f0e4d6b8a10")
 
 
-def normalize_key(raw: str) -> str:
-    """``"5K PB"`` -> ``"5k_pb"``; ``"user.Home City"`` -> ``"user.home_city"``. May return ``""``."""
-    return _NON_KEY.sub("_", raw.strip().lower()).strip("_")
+def normalize_key(raw: str, edition: int = KEY_EDITION) -> str:
+    """``"5K PB"`` -> ``"5k_pb"``; ``"user.Home City"`` -> ``"user.home_city"``; ``"Größe"`` -> ``"grösse"``
+    (edition 2) or ``"gr_e"`` (edition 1). May return ``""``."""
+    if edition == 1 or raw.isascii():  # ASCII: both editions are this rule (and it is the fast path)
+        return _NON_KEY.sub("_", raw.strip().lower()).strip("_")
+    out: list[str] = []
+    gap = False
+    for ch in unicodedata.normalize("NFKC", raw).casefold():
+        if ch == "." or unicodedata.category(ch)[0] in "LMN":
+            if gap and out:
+                out.append("_")
+            out.append(ch)
+            gap = False
+        else:
+            gap = True
+    return "".join(out).strip("_")
 
 
 def cell_id(namespace: str, key: str) -> uuid.UUID:

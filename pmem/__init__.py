@@ -21,6 +21,7 @@ from pmem.domain.errors import (
     InvalidOperation,
     MissingExtra,
     PmemError,
+    StoreClosed,
     StoreError,
     StoreUnavailable,
 )
@@ -46,6 +47,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
     "Evidence", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreError", "StoreUnavailable",
+    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreClosed", "StoreError",
+    "StoreUnavailable",
     "VersionView", "open", "open_store", "parse_operation",
 ]

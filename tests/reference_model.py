@@ -59,6 +59,10 @@ class RefCell:
             op = "accept" if h is None else "support" if value == h["value"] else (
                 "reject" if correction else "accept")
         low = h is not None and trust < h["trust"]
+        # Edition 2: an observation never closes an open version of higher trust.
+        closes_all = h is not None and value is not None and value != h["value"] and op in ("accept", "reject")
+        if closes_all and any(a["trust"] > trust for a in self.alts()):
+            op = "contest"
         if low and value is not None and (op == "reject" or (op == "accept" and value != h["value"])):
             op = "contest"
         if op == "accept":
@@ -111,6 +115,8 @@ class RefCell:
                     return False, "noop"
                 self._retract(h, "revoked")
                 return True, "revoke"
+            if t["trust"] > trust:
+                return False, "noop"
             t["status"] = "revoked"
             if not self.alts():
                 h["status"] = "active"
@@ -123,6 +129,8 @@ class RefCell:
             if w is None:
                 return False, "noop"
             if w is not h and low:
+                return False, "noop"
+            if any(v["trust"] > trust for v in self.vs if v["status"] in OPEN and v is not w):
                 return False, "noop"
             for v in self.vs:
                 if v["status"] in OPEN:

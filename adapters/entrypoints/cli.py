@@ -21,6 +21,7 @@ from pmem.adapters.entrypoints.cli_commands import BY_NAME, COMMANDS
 from pmem.adapters.entrypoints.cli_common import Command, UsageError, check_index, embedder, progress, read_batch
 from pmem.adapters.entrypoints.cli_parser import build_parser
 from pmem.domain.errors import InvalidOperation, PmemError
+from pmem.domain.operations import DEFAULT_NAMESPACE, checked_namespace
 
 __all__ = ["UsageError", "main", "read_batch", "run"]
 
@@ -30,8 +31,34 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(kind: str, detail: str, code: int) -> int:
+    detail = detail.encode("utf-8", "backslashreplace").decode()  # a lone surrogate would stop orjson
     sys.stderr.write(orjson.dumps({"error": kind, "detail": detail}).decode() + "\n")
     return code
+
+
+def _check_argv(argv: Sequence[str]) -> None:
+    """Refuse an argument that is not valid UTF-8 (undecodable bytes reach ``sys.argv`` as lone
+    surrogates), naming it: the option it is the value of, else its position."""
+    for i, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise UsageError(f"argument {i + 1} must be a string, got {type(arg).__name__}")
+        if arg.isascii() or not any("\ud800" <= ch <= "\udfff" for ch in arg):
+            continue
+        shown = repr(arg.encode("utf-8", "surrogateescape")) if _escaped(arg) else repr(arg)
+        option = arg.split("=", 1)[0] if arg.startswith("--") and "=" in arg else (
+            argv[i - 1] if i > 0 and _is_option(argv[i - 1]) else None)
+        where = f"the value of {option}" if option else f"argument {i + 1}"
+        raise UsageError(f"pmem: {where} is not valid UTF-8: {shown}")
+
+
+def _is_option(arg: str) -> bool:
+    """Whether ``arg`` reads as an option name (``-k``, ``--as-of``), not a value such as ``-1`` or ``-``."""
+    return arg[:1] == "-" and arg[1:2].isalpha() or arg[:2] == "--" and arg[2:3].isalpha() and "=" not in arg
+
+
+def _escaped(arg: str) -> bool:
+    """Whether every lone surrogate in ``arg`` is an undecodable byte (``surrogateescape``)."""
+    return all(not "\ud800" <= ch <= "\udfff" or "\udc80" <= ch <= "\udcff" for ch in arg)
 
 
 def _chosen(command: Command, args: argparse.Namespace) -> Command:
@@ -50,10 +77,12 @@ def run(argv: Sequence[str]) -> int:
     if args.command is None:
         raise UsageError("pmem: a command is required (try pmem --help)")
     args.db = getattr(args, "db", None) or os.environ.get("PMEM_DB") or "pmem.db"
-    args.namespace = getattr(args, "namespace", None) or "default"
+    args.namespace = _namespace(getattr(args, "namespace", None))
     for name in ("as_of", "after", "limit"):
         check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))
     top = BY_NAME[args.command]
+    if args.db == ":memory:" and top.name != "demo":
+        raise UsageError("--db :memory: keeps nothing once the command ends: give a file or a postgresql:// URL")
     if top.check is not None:
         top.check(args)
     command = _chosen(top, args)
@@ -69,9 +98,20 @@ def run(argv: Sequence[str]) -> int:
     return 0
 
 
+def _namespace(given: str | None) -> str:
+    """``--namespace``, refused when empty or whitespace only (the API refuses ``""`` too); else ``default``."""
+    if given is None:
+        return DEFAULT_NAMESPACE
+    try:
+        return checked_namespace(given, "--namespace")
+    except InvalidOperation as e:
+        raise UsageError(str(e)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        _check_argv(argv)
         if any(a in ("-h", "--help") for a in argv):
             _build_parser().parse_args(argv)  # prints help and exits 0 (a bad command: one JSON line)
         code = run(argv)

@@ -13,11 +13,13 @@ from pmem.adapters.entrypoints.cli_common import (
     Command,
     UsageError,
     check_k,
+    check_number,
     emit,
     emit_lines,
     read_batch,
     read_input,
 )
+from pmem.domain.keys import KEY_EDITION
 from pmem.domain.operations import parse_operation
 
 SINGLE_OPS = ("accept", "contest", "reject", "revoke", "resolve", "support")
@@ -30,10 +32,13 @@ def _add_apply(p: argparse.ArgumentParser) -> None:
 
 
 def _check_apply(args: Args) -> None:
-    args.ops = read_batch(read_input(args.file), args.namespace)  # validated before the store is even opened
+    args.data = read_input(args.file)
+    args.ops = read_batch(args.data, args.namespace)  # validated before the store is even opened
 
 
 def _apply(args: Args, store: Any) -> None:
+    if store.key_edition != KEY_EDITION:  # a store of an older key edition: its keys by its own rule
+        args.ops = read_batch(args.data, args.namespace, store.key_edition)
     emit_lines(r.to_dict() for r in store.apply(args.ops))
 
 
@@ -76,7 +81,7 @@ def _write_one(args: Args, store: Any) -> None:
             d["old_value"] = args.old_value
     elif args.value is not None:
         d["value"] = args.value
-    emit(store.apply([parse_operation(d, args.namespace)])[0].to_dict())
+    emit(store.apply([parse_operation(d, args.namespace, store.key_edition)])[0].to_dict())
 
 
 def _add_get(p: argparse.ArgumentParser) -> None:
@@ -137,10 +142,13 @@ def _add_unmerge(p: argparse.ArgumentParser) -> None:
 def _unmerge(args: Args, store: Any) -> None:
     from pmem.adapters.service.soft_keys import unmerge
     from pmem.domain.keys import normalize_key
+    from pmem.domain.operations import MAX_FIELD_CHARS, checked_string
 
-    if not normalize_key(args.key):
+    checked_string(args.key, "key", MAX_FIELD_CHARS, blank=True)  # the limits of a key a write takes
+    key = normalize_key(args.key, store.key_edition)
+    if not key:
         raise UsageError(f"key {args.key!r} is empty after normalisation")
-    emit(unmerge(store, normalize_key(args.key)).to_dict())
+    emit(unmerge(store, key).to_dict())
 
 
 def _add_read(p: argparse.ArgumentParser) -> None:
@@ -155,8 +163,7 @@ def _add_read(p: argparse.ArgumentParser) -> None:
 
 def _check_read(args: Args) -> None:
     check_k(args)
-    if args.budget is not None and args.budget < 1:
-        raise UsageError(f"--budget must be a positive number of tokens, got {args.budget}")
+    check_number("--budget", args.budget, "a positive number of tokens", 1)
 
 
 def _read(args: Args, store: Any) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from pmem.domain.errors import InvalidBatch, InvalidOperation
-from pmem.domain.operations import parse_operation
+from pmem.domain.keys import KEY_EDITION
+from pmem.domain.operations import checked_count, parse_operation
 
 Args = argparse.Namespace
 
@@ -47,14 +48,21 @@ def emit_lines(objs: Iterable[Any]) -> None:
     sys.stdout.buffer.write(b"".join(orjson.dumps(o) + b"\n" for o in objs))
 
 
+def check_number(name: str, value: int | None, what: str, minimum: int = 0) -> None:
+    """Refuse an integer option outside ``minimum`` to 2**63-1 (``what`` it must be, for the message)."""
+    if value is not None:
+        try:
+            checked_count(value, name, what, minimum=minimum)
+        except InvalidOperation as e:
+            raise UsageError(str(e)) from None
+
+
 def check_index(name: str, value: int | None) -> None:
-    if value is not None and value < 0:
-        raise UsageError(f"{name} must be a non-negative event index, got {value}")
+    check_number(name, value, "a non-negative event index")
 
 
 def check_k(args: Args) -> None:
-    if args.k < 1:
-        raise UsageError(f"-k must be a positive number of cells, got {args.k}")
+    check_number("-k", args.k, "a positive number of cells", 1)
 
 
 def embedder(args: Args) -> dict[str, Any]:
@@ -82,8 +90,9 @@ def read_file(path: str) -> bytes:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
-def read_batch(data: bytes, namespace: str) -> list[Any]:
-    """Parse and validate JSON lines; any bad line raises :class:`InvalidBatch` naming it."""
+def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> list[Any]:
+    """Parse and validate JSON lines, keys by ``key_edition``; any bad line raises :class:`InvalidBatch`
+    naming it."""
     from pmem.domain.operations import Operation
 
     ops: list[Operation] = []
@@ -99,7 +108,7 @@ def read_batch(data: bytes, namespace: str) -> list[Any]:
         except orjson.JSONDecodeError as e:
             raise InvalidBatch(f"malformed JSON: {e}", line=n) from None
         try:
-            ops.append(parse_operation(obj, namespace))
+            ops.append(parse_operation(obj, namespace, key_edition))
         except InvalidOperation as e:
             raise InvalidBatch(str(e), line=n, field=e.field) from None
     return ops

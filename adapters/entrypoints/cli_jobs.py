@@ -9,7 +9,16 @@ import os
 import sys
 from typing import Any
 
-from pmem.adapters.entrypoints.cli_common import Args, Command, UsageError, embedder, emit, progress, read_input
+from pmem.adapters.entrypoints.cli_common import (
+    Args,
+    Command,
+    UsageError,
+    check_number,
+    embedder,
+    emit,
+    progress,
+    read_input,
+)
 from pmem.domain.errors import InvalidOperation
 
 
@@ -48,7 +57,7 @@ def _interval(args: Args) -> float | None:
         interval = float(raw)
     except ValueError:
         raise UsageError(f"PMEM_WORKER_INTERVAL must be a number of seconds, got {raw!r}") from None
-    if not interval > 0:
+    if not 0 < interval < float("inf"):
         raise UsageError(f"--interval must be a positive number of seconds, got {raw}")
     return interval
 
@@ -57,8 +66,7 @@ def _worker(args: Args) -> int:
     """Follow the log for one projection (or all) until SIGTERM/SIGINT: JSON lines, one per batch."""
     _check_projection(args)
     interval = _interval(args)
-    if args.batch_size is not None and args.batch_size < 1:
-        raise UsageError(f"--batch-size must be a positive number of events, got {args.batch_size}")
+    check_number("--batch-size", args.batch_size, "a positive number of events", 1)
     from pmem.adapters.entrypoints.worker import run_worker
     from pmem.adapters.service.store import Store
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from pmem.adapters.entrypoints.cli_common import Command, UsageError
+from pmem.adapters.entrypoints.cli_common import Command, UsageError, check_number
 from pmem.domain.errors import InvalidOperation
 
 Args = argparse.Namespace
@@ -31,8 +31,7 @@ def _add_next(p: argparse.ArgumentParser) -> None:
 
 
 def _check_next(args: Args) -> None:
-    if args.k < 1:
-        raise UsageError(f"--k must be a positive number of proposals, got {args.k}")
+    check_number("--k", args.k, "a positive number of proposals", 1)
 
 
 def _next(args: Args, store: Any) -> None:

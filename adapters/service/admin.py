@@ -22,7 +22,8 @@ class Admin:
             return {name: p.catch_up(progress=self.w.progress) for name, p in self.w.projections.items()}
 
     def rebuild(self, projection: str = "all") -> dict[str, Any]:
-        problem = projection_problem(projection)
+        problem = projection_problem(projection) if isinstance(projection, str) else (
+            f"projection must be a name, got {type(projection).__name__}")
         if problem:
             raise InvalidOperation(problem, field="projection")
         with self.w.lock:
@@ -52,6 +53,7 @@ class Admin:
                 "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
                 "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
                 "projections": projections,
+                "key_edition": self.w.key_edition,
             }
 
 

@@ -22,8 +22,10 @@ from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.readmodels.sqlite_projection import PROJECTIONS
 from pmem.adapters.storage.backend import open_backend
+from pmem.adapters.storage.meta import key_edition
 from pmem.domain.errors import InvalidOperation
-from pmem.domain.operations import DEFAULT_NAMESPACE
+from pmem.domain.keys import KEY_EDITION
+from pmem.domain.operations import DEFAULT_NAMESPACE, checked_namespace, shown, string_problem
 from pmem.projections.ports import VECTOR_INDEX_KINDS, Embedder
 from pmem.projections.replay import ReplayReader
 
@@ -99,6 +101,7 @@ class Wiring:
     projections: dict[str, Any]
     reader: ReplayReader | ProjectionReader
     embedders: EmbedderSlot
+    key_edition: int = KEY_EDITION  # the key rule of this store (pmem.domain.keys; storage.meta)
     lock: threading.RLock = field(default_factory=threading.RLock)  # one projection connection
     vectors: VectorSearch | None = None  # built on the first search
 
@@ -121,14 +124,24 @@ class Wiring:
 def bootstrap(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE, synchronous: str | None = None,
               reader: str = "projection", vector_index: str | None = None, embedder: Embedder | str | None = None,
               embedder_base: str | None = None, progress: Progress = silent) -> Wiring:
-    """Open the store at ``path`` and wire its parts (see the module's docstring)."""
-    if reader not in READERS:
-        raise InvalidOperation(f"unknown reader {reader!r} (expected projection or replay)", field="reader")
-    sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")
+    """Open the store at ``path`` and wire its parts (see the module's docstring). Every argument is
+    checked before anything is opened or created."""
+    path, namespace = checked_path(path), checked_namespace(namespace)
+    if not isinstance(reader, str) or reader not in READERS:
+        raise InvalidOperation(f"unknown reader {shown(reader)} (expected projection or replay)", field="reader")
+    for name, value in (("synchronous", synchronous), ("vector_index", vector_index), ("embedder_base", embedder_base)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidOperation(f"{name} must be a string, got {type(value).__name__}", field=name)
+    sync = synchronous or os.environ.get("PMEM_SYNCHRONOUS", "FULL")  # its value is checked where the log opens
     index = vector_index or os.environ.get("PMEM_VECTOR_INDEX", "flat")
     if index not in VECTOR_INDEX_KINDS:
         raise InvalidOperation(f"unknown vector index {index!r} (expected {', '.join(VECTOR_INDEX_KINDS)})",
                                field="vector_index")
+    if not (embedder is None or isinstance(embedder, str) or callable(getattr(embedder, "embed", None))):
+        raise InvalidOperation(f"embedder must be an Embedder or a name (onnx, hashing, litellm:MODEL), got "
+                               f"{type(embedder).__name__}", field="embedder")
+    if not callable(progress):
+        raise InvalidOperation(f"progress must be callable, got {type(progress).__name__}", field="progress")
     embedders = EmbedderSlot(embedder, embedder_base)  # a bad choice fails before anything is created
     log = LogHandle(path, sync)
     backend: Any = open_backend(path)  # SqliteBackend or PgBackend
@@ -146,7 +159,29 @@ def bootstrap(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPAC
         raise
     embedders.cache_path = backend.embedding_cache_path
     chosen = ProjectionReader(db) if reader == "projection" else ReplayReader(log.get())
-    return Wiring(namespace, index, progress, backend, log, db, events, projections, chosen, embedders)
+    edition = key_edition(db, events.last_index() > 0)
+    return Wiring(namespace, index, progress, backend, log, db, events, projections, chosen, embedders, edition)
+
+
+def checked_path(path: object) -> str | Path:
+    """``path`` if it can name a store: a non-empty ``str`` or ``os.PathLike`` of ``str`` with no NUL and
+    no lone surrogate (an undecodable file name), else :class:`InvalidOperation`."""
+    if isinstance(path, os.PathLike):
+        text = os.fspath(path)
+    elif isinstance(path, str):
+        text = path
+    else:
+        raise InvalidOperation(f"path must be a str or a pathlib.Path, got {type(path).__name__}", field="path")
+    if not isinstance(text, str):
+        raise InvalidOperation(f"path must be a str or a pathlib.Path, got a path of {type(text).__name__}",
+                               field="path")
+    if not text.strip():
+        raise InvalidOperation("path is empty", field="path")
+    if "\x00" in text:
+        raise InvalidOperation("path contains a NUL character", field="path")
+    if string_problem(text, "path", 1 << 62) is not None:
+        raise InvalidOperation(f"path {shown(text)} is not valid UTF-8", field="path")
+    return path if isinstance(path, (str, Path)) else text
 
 
 def _events(backend: Any, db: Any, log: LogHandle) -> LazyLog | EventLog:

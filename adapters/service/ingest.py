@@ -167,7 +167,8 @@ class Ingestor:
                     extra["conflict"] = cell.value is not None and fact.value != cell.value
                     annotation = self.annotator(fact, cell)
                     try:
-                        op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace)
+                        op = parse_operation(self._op_dict(annotation, record, i), self.store.namespace,
+                                             self.store.key_edition)
                     except InvalidOperation as e:
                         pending.append(_unwritten(record, fact.key, f"invalid observation: {e}"))
                         continue

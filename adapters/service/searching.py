@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.adapters.service.reads import Reads, disclosures
+from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
 from pmem.domain.errors import InvalidOperation
+from pmem.domain.operations import checked_count, optional_count, shown, string_problem
 from pmem.projections.graph import EntityGraph
 from pmem.projections.reading import ReadResult
 
@@ -27,15 +28,11 @@ class Searches:
 
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
                namespace: str | None = None) -> list[SearchResult]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidOperation("query must be a non-empty string", field="query")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidOperation(f"k must be a positive integer, got {k!r}", field="k")
-        if as_of is not None and as_of < 0:
-            raise InvalidOperation(f"as_of must be a non-negative event index, got {as_of}", field="as_of")
+        query, k = checked_text(query, "query"), checked_k(k)
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
         from pmem.projections.vectors import SearchResult
 
-        n, hits = self.w.vector_search().search(query, k, as_of, namespace or self.w.namespace)
+        n, hits = self.w.vector_search().search(query, k, as_of, ns)
         out = []
         for h in hits:
             t = self.reads.timeline(UUID(h.cell), n)
@@ -47,19 +44,47 @@ class Searches:
     def read(self, memory: Any, question: str, *, mode: str, k: int, budget: int | None,
              disclose: Iterable[str], as_of: int | None, namespace: str | None) -> ReadResult:
         """The context for ``question``, read through ``memory`` (the store: see :mod:`.reader`)."""
-        from pmem.adapters.service.reader import Reader
+        from pmem.adapters.service.reader import MODES, Reader
 
+        question, k = checked_text(question, "question"), checked_k(k)
+        if not isinstance(mode, str) or mode not in MODES:
+            raise InvalidOperation(f"unknown read mode {shown(mode)} (expected cells or turns)", field="mode")
+        budget = optional_count(budget, "budget", "a positive number of tokens", minimum=1)
+        as_of, ns = checked_as_of(as_of), self.reads.namespace(namespace)
         return Reader(memory).read(question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose),
-                                   as_of=as_of, namespace=namespace)
+                                   as_of=as_of, namespace=ns)
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None) -> EntityGraph:
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        if not isinstance(embed, bool):
+            raise InvalidOperation(f"embed must be true or false, got {type(embed).__name__}", field="embed")
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (int, float))
+                                      or not -1.0 <= threshold <= 1.0):
+            raise InvalidOperation(f"threshold must be a cosine from -1 to 1, got {shown(threshold)}",
+                                   field="threshold")
         with self.w.lock:
             projection = self.w.projections["graph"]
             projection.catch_up()
-            g: EntityGraph = projection.graph(namespace or self.w.namespace, as_of)
+            g: EntityGraph = projection.graph(ns, as_of)
         if embed:
             from pmem.adapters.graph.view import ASSOCIATION_THRESHOLD, cosine_associations
 
             cosine_associations(g, self.w.embedders.get(), ASSOCIATION_THRESHOLD if threshold is None else threshold)
         return g
+
+
+def checked_text(text: object, name: str) -> str:
+    """``text`` if it is a string with something besides whitespace and no lone surrogate (a query or a
+    question), else :class:`InvalidOperation`."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidOperation(f"{name} must be a non-empty string", field=name)
+    problem = string_problem(text, name, 1 << 62)
+    if problem is not None:
+        raise InvalidOperation(problem, field=name)
+    return text
+
+
+def checked_k(k: object) -> int:
+    """``k`` if it is a positive integer (at most 2**63-1), else :class:`InvalidOperation`."""
+    return checked_count(k, "k", "a positive integer", minimum=1)

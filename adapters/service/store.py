@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS
@@ -28,6 +28,7 @@ from pmem.adapters.service.bootstrap import Wiring, bootstrap
 from pmem.adapters.service.reads import Reads
 from pmem.adapters.service.searching import DEFAULT_K, Searches
 from pmem.adapters.service.writes import Writes
+from pmem.domain.errors import InvalidOperation, StoreClosed
 from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation
 from pmem.domain.views import CellView, History, Receipt
 from pmem.projections.graph import EntityGraph
@@ -210,6 +211,7 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
         self.backend, self.projection_db, self.projections = w.backend, w.projection_db, w.projections
         self.frontier_projection = w.projections["frontier"]
         self.reader, self._events = w.reader, w.events
+        self.key_edition = w.key_edition  # the key rule this store keeps (pmem.domain.keys)
 
     @property
     def log_store(self) -> EventLog:
@@ -217,7 +219,15 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
         return self._w.log.get()
 
     def close(self) -> None:
-        self._w.close()
+        """Close the store (a second close does nothing). Every use after it raises
+        :class:`~pmem.domain.errors.StoreClosed`."""
+        if isinstance(self._w, _Closed):
+            return
+        try:
+            self._w.close()
+        finally:
+            closed = cast(Any, _Closed())
+            self._w, self._writes, self._reads, self._searches, self._admin = (closed,) * 5
 
     def __enter__(self) -> Store:
         return self
@@ -226,9 +236,22 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
         self.close()
 
 
+class _Closed:
+    """What the parts of a closed store become: any use of them raises :class:`StoreClosed`."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise StoreClosed("store is closed")
+
+
+SETTINGS = ("vector_index", "embedder", "embedder_base", "progress")
+
+
 def open_store(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPACE,
                synchronous: str | None = None, reader: str = "projection", **settings: Any) -> Store:
     """Open (creating if needed) the store at ``path``. ``settings``: ``vector_index``, ``embedder`` (an
     ``Embedder``, or ``"onnx"``, ``"hashing"``, ``"litellm:MODEL"``; default ``$PMEM_EMBEDDER`` or onnx),
     ``embedder_base`` (the litellm server URL; default ``$PMEM_EMBED_BASE``), ``progress``."""
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise InvalidOperation(f"unknown setting {unknown[0]!r} (expected {', '.join(SETTINGS)})", field=unknown[0])
     return Store(path, namespace=namespace, synchronous=synchronous, reader=reader, **settings)

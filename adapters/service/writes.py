@@ -9,7 +9,14 @@ from typing import Any
 from pmem.adapters.service.bootstrap import Wiring
 from pmem.domain.errors import InvalidBatch, InvalidOperation
 from pmem.domain.keys import normalize_key
-from pmem.domain.operations import Operation, parse_operation
+from pmem.domain.operations import (
+    MAX_FIELD_CHARS,
+    Operation,
+    check_operation,
+    checked_string,
+    parse_operation,
+    shown,
+)
 from pmem.domain.views import Receipt
 from pmem.projections.graph import prerequisite_key
 
@@ -22,15 +29,20 @@ class Writes:
 
     def apply(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Receipt]:
         """Validate every operation, then record them all atomically. A bad one raises
-        :class:`InvalidBatch` naming its (1-based) position, and nothing is written."""
+        :class:`InvalidBatch` naming its (1-based) position, and nothing is written. (``Operation``
+        objects are checked by the event log, before anything is decided.)"""
+        if isinstance(operations, (str, bytes, bytearray)) or not isinstance(operations, Iterable):
+            raise InvalidOperation(f"operations must be a list of operations, got {type(operations).__name__}",
+                                   field="operations")
         ops: list[Operation] = []
         for n, item in enumerate(operations, 1):
             if isinstance(item, Operation):
                 ops.append(item)
                 continue
             try:
-                ops.append(parse_operation(item, self.w.namespace))
+                ops.append(parse_operation(item, self.w.namespace, self.w.key_edition))
             except InvalidOperation as e:
+                _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None
         return self.w.log.get().execute(ops)
 
@@ -39,11 +51,21 @@ class Writes:
         d: dict[str, Any] = {"op": op, "key": key, **{k: v for k, v in fields.items() if v is not None}}
         if value is not None:
             d["new_value" if op == "revise" else "value"] = value
-        return self.w.log.get().execute([parse_operation(d, self.w.namespace)])[0]
+        return self.w.log.get().execute([parse_operation(d, self.w.namespace, self.w.key_edition)])[0]
 
     def declare_prerequisite(self, before: str, after: str, **evidence: Any) -> Receipt:
         """Record that ``after`` (a key or entity) may be asked or used only once ``before`` is known."""
         for name, v in (("before", before), ("after", after)):
-            if not isinstance(v, str) or not normalize_key(v):
-                raise InvalidOperation(f"{name} must be a non-empty key, got {v!r}", field=name)
+            if not isinstance(v, str) or not normalize_key(v, self.w.key_edition):
+                raise InvalidOperation(f"{name} must be a non-empty key, got {shown(v, 200)}", field=name)
+            checked_string(v, name, MAX_FIELD_CHARS)
         return self.one("accept", prerequisite_key(before, after), json.dumps([before, after]), **evidence)
+
+
+def _first_bad(ops: list[Operation]) -> None:
+    """Raise :class:`InvalidBatch` for the first of ``ops`` (lines 1 to len) that is not a valid operation."""
+    for n, op in enumerate(ops, 1):
+        try:
+            check_operation(op)
+        except InvalidOperation as e:
+            raise InvalidBatch(str(e), line=n, field=e.field) from None

@@ -76,5 +76,7 @@ def speaker_key(speaker: str, key: str) -> str:
 
 
 def personal_key(attribute: str) -> str:
-    """The key of a statement about the user's own ``attribute``."""
-    return normalize_key(ascii_fold(attribute))
+    """The key of a statement about the user's own ``attribute``: the key rule alone, so ``"My café is
+    now Paris."`` writes the cell that ``get café`` reads. (Subjects are folded, see :func:`subject_slug`:
+    an entity is spelled with and without accents across a stream, a user's own attribute is not.)"""
+    return normalize_key(attribute)

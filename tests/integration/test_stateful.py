@@ -1,5 +1,6 @@
 """Hypothesis drives random operations of every kind against a real store (a SQLite file, and a
-PostgreSQL schema) and the independent reference model; after every step they must agree (SPEC §3).
+PostgreSQL schema) and the independent reference model (edition 2: Unicode keys, trust guarding every
+version an operation would close); after every step they must agree (docs/concepts.md).
 PostgreSQL runs fewer examples: each step talks to the server, ~10x slower than a local file."""
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from tests.reference_model import RefStore
 
 EXAMPLES = {"sqlite": 150, "postgres": 15}
 
-KEYS = {"5K PB": "5k_pb", "5k pb": "5k_pb", "budget": "budget", "Meeting Room": "meeting_room"}
+# Edition-2 keys: spellings of one key in several scripts and Unicode forms land in one cell.
+KEYS = {"5K PB": "5k_pb", "5k pb": "5k_pb", "budget": "budget", "Meeting Room": "meeting_room",
+        "Zürich": "zürich", "Zu\u0308rich": "zürich", "GRÖSSE": "grösse", "Größe": "grösse",
+        "東京": "東京", "ＡＢＣ": "abc", "abc": "abc"}
 VALUES = st.sampled_from(["a", "b", "c"])
 MAYBE_VALUE = st.one_of(st.none(), VALUES)
 TRUST = st.sampled_from([30, 50, 50, 80])
