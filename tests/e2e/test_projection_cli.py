@@ -26,7 +26,8 @@ def test_stats_on_a_new_store_counts_nothing(db_path: Path) -> None:
     assert ok(db_path, "stats") == [{"events": 0, "cells": 0, "versions": 0,
                                      "projections": {"frontier": {"position": 0, "lag": 0},
                                                      "graph": {"position": 0, "lag": 0},
-                                                     "vectors": {"position": 0, "lag": 0}}}]
+                                                     "vectors": {"position": 0, "lag": 0}},
+                                     "key_edition": 2}]
 
 
 def test_stats_shows_the_lag_until_a_read_catches_the_projection_up(db_path: Path) -> None:
@@ -34,12 +35,12 @@ def test_stats_shows_the_lag_until_a_read_catches_the_projection_up(db_path: Pat
     (before,) = ok(db_path, "stats")
     assert before == {"events": 6, "cells": 0, "versions": 0,
                       "projections": {"frontier": {"position": 0, "lag": 6}, "graph": {"position": 0, "lag": 6},
-                                      "vectors": {"position": 0, "lag": 6}}}
+                                      "vectors": {"position": 0, "lag": 6}}, "key_edition": 2}
     ok(db_path, "frontier")
     (after,) = ok(db_path, "stats")
     assert after == {"events": 6, "cells": 3, "versions": 4,
                      "projections": {"frontier": {"position": 6, "lag": 0}, "graph": {"position": 0, "lag": 6},
-                                     "vectors": {"position": 0, "lag": 6}}}
+                                     "vectors": {"position": 0, "lag": 6}}, "key_edition": 2}
     ok(db_path, "search", "budget")  # search catches the vector projection up
     assert ok(db_path, "stats")[0]["projections"]["vectors"] == {"position": 6, "lag": 0}
 
