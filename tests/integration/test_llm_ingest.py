@@ -120,5 +120,8 @@ def test_the_key_judge_asks_the_model_only_what_the_rules_cannot_settle() -> Non
     assert judge("5k_pb", "personal_best_over_5_km") == (True, "identical after normalisation and synonyms")
     # Different subjects never merge, whatever a model would say.
     assert judge("anna.home_city", "ben.home_city") == (False, "different subjects")
+    # A contrastive qualifier never merges, whatever a model would say.
+    same, why = judge("home_city", "work_city")
+    assert not same and not why.startswith("llm:")
     # Anything else is the model's call.
-    assert judge("home_city", "work_city") == (False, "llm: model says no")
+    assert judge("commute_time", "commute_duration") == (False, "llm: model says no")
