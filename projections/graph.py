@@ -16,14 +16,17 @@ N, so it is rebuildable from the log and readable ``as_of`` like every other pro
   reached through a), and declared ones, stored in the log as facts under :data:`DECLARED_PREFIX`;
 - association edges: two subjects that share a value entity (embedding-cosine association edges
   are added by the adapter, which owns the embedder).
+
+:func:`without_system` leaves out P-Mem's own cells (``_alias.*``), as the store's graph does unless asked.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pmem.domain.keys import normalize_key
@@ -158,6 +161,41 @@ class EntityGraph:
 
     def facts(self) -> list[Fact]:
         return [f for e in self.entities.values() for f in e.facts]
+
+
+def without_system(g: EntityGraph) -> EntityGraph:
+    """``g`` without P-Mem's own cells (keys starting with ``_``, such as the soft-identity aliases
+    ``_alias.*``): their subject entities (``_alias``), every edge that touches those, the mentions their
+    values made, and the value entities only they made. User keys never start with ``_`` (normalisation
+    strips it), so a system fact's subject is always a ``_`` entity and no user fact's is."""
+    system = {slug for slug in g.entities if slug.startswith("_")}
+    if not system:
+        return g
+    made = Counter(f.obj for slug in system for f in g.entities[slug].facts if f.obj)
+    prerequisites = {(a, b) for a, b in g.prerequisites if a not in system and b not in system}
+    associations = {(a, b) for a, b in g.associations if a not in system and b not in system}
+    linked = {s for edge in prerequisites | associations for s in edge}
+    named = _user_values(g, system, made)
+    out = EntityGraph(prerequisites=prerequisites, associations=associations)
+    for slug, e in g.entities.items():
+        mentions = e.mentions - made[slug]
+        if slug in system or (slug in made and not e.facts and mentions <= 0 and slug not in linked):
+            continue
+        text = e.text if slug not in made else named.get(slug, slug.replace("_", " "))
+        out.entities[slug] = replace(e, text=text, mentions=mentions, facts=list(e.facts))
+    return out
+
+
+def _user_values(g: EntityGraph, system: set[str], made: Counter[str]) -> dict[str, str]:
+    """The text of each entity a system fact named, from the newest user fact naming it."""
+    newest: dict[str, Fact] = {}
+    for slug, e in g.entities.items():
+        if slug in system:
+            continue
+        for f in e.facts:
+            if f.obj in made and (f.obj not in newest or f.since >= newest[f.obj].since):
+                newest[f.obj] = f
+    return {obj: f.value for obj, f in newest.items()}
 
 
 def fact_of(key: str, value: str, status: str, trust: int, since: int, node_type: str | None = None) -> Fact:

@@ -46,6 +46,8 @@ ALFWORLD = DATA / "alfworld" / "alfworld_vocab_from_constants.json"
 FC_DIR = DATA / "factconsolidation"
 LS = (1, 2, 4, 8)
 RAW_K, CELL_K = 10, 12
+# "P-Mem" is the plain read (hybrid search, no graph); "P-Mem vector only" the same read ranked by cosine alone
+FC_ARMS = ("P-Mem", "P-Mem vector only", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context")
 
 
 def norm(text: str) -> str:
@@ -309,17 +311,39 @@ def question_slot(q: str, golds: Sequence[str],
     return best
 
 
+class VectorOnly:
+    """The store as the reader sees it, searched by the vector channel alone (``ranking="vector"``): the
+    plain readout before hybrid search, kept as an arm to compare with."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def search(self, query: str, k: int = CELL_K, *, as_of: int | None = None,
+               namespace: str | None = None) -> Any:
+        return self.store.search(query, k, as_of=as_of, namespace=namespace, ranking="vector")
+
+
+def first_line(context: str) -> str:
+    return context.split("\n", 1)[0]
+
+
 def bench_fc(env: Env, name: str, facts: Sequence[str], questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    arms = ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context")
+    arms = FC_ARMS
     tallies = {(a, hop): Tally() for a in arms for hop in ("single", "multi")}
     chains = slot_chains(facts)
     stream = "\n".join(f"{i}. {f}" for i, f in enumerate(facts))
     d = crud(facts)
     t0 = time.perf_counter()
-    with Store(env.workdir / f"fc-{name}.db", embedder=env.embedder, synchronous="OFF") as store:
+    # The store's own namespace is "fc": graph_guided_context searches and reads the store's namespace,
+    # and since the composition root assigning store.namespace no longer moves the reads' default.
+    with Store(env.workdir / f"fc-{name}.db", embedder=env.embedder, synchronous="OFF", namespace="fc") as store:
         ingest(store, "fc", facts)
         ingest_s = time.perf_counter() - t0
         reader = Reader(store, counter=env.count)
+        vector_reader = Reader(VectorOnly(store), counter=env.count)
         chains_n = 0
         for q in questions:
             hop = "single" if "_sh_" in q["source"] + q["qa_pair_id"] else "multi"
@@ -329,6 +353,8 @@ def bench_fc(env: Env, name: str, facts: Sequence[str], questions: Sequence[dict
             chains_n += bool(stale)
             top = env.top(q["question"], facts, CELL_K)
             ctxs = {"P-Mem": reader.read_cells(q["question"], k=CELL_K, budget=env.budget, namespace="fc").context,
+                    "P-Mem vector only": vector_reader.read_cells(q["question"], k=CELL_K, budget=env.budget,
+                                                                  namespace="fc").context,
                     # SPEC §8 / issue 6: the single-shot cells plus value -> subject hops in the graph
                     "P-Mem+graph": env.fit(graph_guided_context(store, q["question"], env.embedder, CELL_K)),
                     "raw": env.fit([facts[i] for i in top]),
@@ -337,7 +363,7 @@ def bench_fc(env: Env, name: str, facts: Sequence[str], questions: Sequence[dict
                     "long-context": tail_that_fits(stream, env.budget, env.count)}
             for arm, ctx in ctxs.items():
                 gold = any(has(ctx, g) for g in golds)
-                flags: dict[str, bool | None] = {"gold": gold}
+                flags: dict[str, bool | None] = {"gold": gold, "top1": any(has(first_line(ctx), g) for g in golds)}
                 if stale:
                     subj = slot[0] if slot else ""
                     flags["stale"] = any(has(ln, v) for ln in ctx.splitlines() if has(ln, subj)
@@ -424,11 +450,11 @@ def markdown(r: dict[str, Any]) -> str:
     for name, fc in r["factconsolidation"].items():
         lines += [f"**FactConsolidation {name}** ({fc['facts']} facts, {fc['slots']} slots, "
                   f"{fc['single-hop questions with an update chain']} single-hop questions with an update chain)", "",
-                  "| arm | single-hop gold | single-hop stale | multi-hop gold | chars | tokens |",
-                  "|---|---|---|---|---|---|"]
-        for a in ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context"):
+                  "| arm | single-hop gold (top-12) | single-hop top-1 | single-hop stale | multi-hop gold | chars "
+                  "| tokens |", "|---|---|---|---|---|---|---|"]
+        for a in [a for a in FC_ARMS if a in fc]:
             s, m = fc[a]["single"], fc[a].get("multi", {})
-            lines.append(f"| {a} | {s.get('gold', '-')}% | {s.get('stale', '-')}% | "
+            lines.append(f"| {a} | {s.get('gold', '-')}% | {s.get('top1', '-')}% | {s.get('stale', '-')}% | "
                          f"{m.get('gold', '-')}{'%' if m else ''} | {s['chars']} | {s['tokens']} |")
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -462,7 +488,7 @@ def plots(r: dict[str, Any], out: Path) -> None:
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     names = list(r["factconsolidation"])
-    arms = ("P-Mem", "P-Mem+graph", "raw", "raw+tags", "CRUD", "long-context")
+    arms = [a for a in FC_ARMS if all(a in fc for fc in r["factconsolidation"].values())]
     w = 0.8 / max(len(names), 1)
     for j, name in enumerate(names):
         ax.bar([i + j * w for i in range(len(arms))],
@@ -490,7 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=140, help="revision cases per L, and retraction cases per d")
     p.add_argument("--quick", action="store_true", help="small n (CI): n=4, L in 1 and 4, no synthetic streams")
     p.add_argument("--budget", type=int, default=1024, help="context budget in tokens, shared by every arm")
-    p.add_argument("--synthetic", default="2000,5000", help="synthetic FactConsolidation sizes (comma list; '' none)")
+    p.add_argument("--synthetic", default="2000,5000,18000",
+                   help="synthetic FactConsolidation sizes (comma list; '' none)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", type=Path, default=ROOT / "results" / "validity")
     p.add_argument("--llm", action="store_true", help="also run the LLM reader (needs PMEM_LLM_BASE)")

@@ -97,10 +97,12 @@ def _get(args: Args, store: Any) -> None:
 def _add_frontier(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as-of", dest="as_of", type=int)
     p.add_argument("--disclose", default="")
+    p.add_argument("--system", action="store_true", help="also P-Mem's own cells (_alias.* and other _ keys)")
 
 
 def _frontier(args: Args, store: Any) -> None:
-    emit_lines(c.to_dict() for c in store.frontier(as_of=args.as_of, disclose=args.disclose.split(",")))
+    emit_lines(c.to_dict() for c in store.frontier(as_of=args.as_of, disclose=args.disclose.split(","),
+                                                   system=args.system))
 
 
 def _add_history(p: argparse.ArgumentParser) -> None:
@@ -159,6 +161,7 @@ def _add_read(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disclose", default="", help="cells mode: comma list of history,alternatives,support")
     p.add_argument("-k", type=int, default=12, help="how many cells or turns to retrieve (default 12)")
     p.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
+    p.add_argument("--system", action="store_true", help="also P-Mem's own cells (_alias.* and other _ keys)")
 
 
 def _check_read(args: Args) -> None:
@@ -168,7 +171,7 @@ def _check_read(args: Args) -> None:
 
 def _read(args: Args, store: Any) -> None:
     emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
-                    disclose=args.disclose.split(","), as_of=args.as_of).to_dict())
+                    disclose=args.disclose.split(","), as_of=args.as_of, system=args.system).to_dict())
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -188,6 +191,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("unmerge", "undo a soft-key merge: KEY goes to its own cell from now on", _add_unmerge, _unmerge),
     *graph_cli.COMMANDS,
     Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
+    cli_jobs.DOCTOR,
     cli_jobs.DEMO,
 )
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -19,7 +19,7 @@ from pmem.adapters.entrypoints.cli_common import (
     progress,
     read_input,
 )
-from pmem.domain.errors import InvalidOperation
+from pmem.domain.errors import InvalidOperation, StoreUnavailable
 
 
 def _check_projection(args: Args) -> None:
@@ -88,7 +88,8 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-base", dest="api_base", help="OpenAI-compatible server URL (default: env PMEM_LLM_BASE)")
     p.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     p.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
-                   help="merge paraphrased keys into registered ones (auto: on for --extractor llm)")
+                   help="merge paraphrased keys into registered ones (auto: on for statement keys "
+                        "and for --extractor llm)")
     p.add_argument("--key-threshold", dest="key_threshold", type=float, default=0.72,
                    help="cosine at which a registered key is a merge candidate (default 0.72)")
     p.add_argument("--format", dest="fmt", choices=("lines", "jsonl", "locomo"),
@@ -122,6 +123,27 @@ def _ingest(args: Args) -> int:
     return 0
 
 
+def _add_doctor(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sample", type=int, default=200,
+                   help="cells of the frontier projection to compare with a replay of the log (default 200)")
+
+
+def _doctor(args: Args) -> int:
+    """Every check of the store as a JSON line; exit 1 when one failed (its ``fix`` names the repair)."""
+    check_number("--sample", args.sample, "a number of cells from 0 to 1000000")
+    from pmem.adapters.service.store import Store
+    from pmem.adapters.storage.backend import is_url
+
+    if not is_url(args.db) and not os.path.exists(args.db):  # the doctor never creates a store
+        raise StoreUnavailable(f"cannot check store {args.db}: no such file")
+
+    with Store(args.db, namespace=args.namespace) as store:
+        checks = store.doctor(args.sample)
+    for check in checks:
+        emit(check)
+    return 0 if all(c["ok"] for c in checks) else 1
+
+
 def _demo(args: Args) -> int:
     from pmem.adapters.entrypoints.demo import run_demo
 
@@ -134,4 +156,6 @@ REBUILD = Command("rebuild", "drop projections and replay the log from index 1",
 WORKER = Command("worker", "follow the log in this process, applying it to a projection, until SIGTERM/SIGINT",
                  _add_worker, main=_worker)
 INGEST = Command("ingest", "extract facts from records, annotate, write; receipts", _add_ingest, main=_ingest)
+DOCTOR = Command("doctor", "check the store (integrity, projections against the log, leftovers of rebuilds and "
+                 "workers, key edition); JSON lines, exit 1 when a check fails", _add_doctor, main=_doctor)
 DEMO = Command("demo", "walk through the paper's situations on a temporary store", main=_demo)

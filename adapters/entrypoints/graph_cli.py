@@ -1,13 +1,15 @@
 """The graph commands of ``pmem`` (issue 6): their rows of the command table of
 :mod:`pmem.adapters.entrypoints.cli_commands`, which lists them after ``unmerge``.
 
-- ``pmem next [--k K] [--previous ENTITY] [--as-of N]``: JSON lines, the best next questions.
+- ``pmem next [--k K] [--previous ENTITY] [--as-of N] [--system]``: JSON lines, the best next questions.
 - ``pmem require BEFORE AFTER``: declare a prerequisite edge; one receipt.
 - ``pmem check KEY VALUE [--confidence C] [--exclusive K=V,K=V]... [--write]``: the pre-write conflict
   check against the 5 nearest cells; with ``--write``, write it too (a contest below confidence 0.6).
-- ``pmem graph export [--key K] --format json|dot|html [--as-of N]``: the entity graph, or one cell's
-  provenance subgraph. ``json`` prints one JSON object; ``dot`` and ``html`` print the document
+- ``pmem graph export [--key K] --format json|dot|html [--as-of N] [--system]``: the entity graph, or one
+  cell's provenance subgraph. ``json`` prints one JSON object; ``dot`` and ``html`` print the document
   itself, to redirect into a file (``> graph.html``): a person opens those, no program parses them.
+
+``--system`` keeps P-Mem's own cells (``_alias.*``) in the graph; by default they are left out.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def _add_next(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=5, help="how many proposals (default 5)")
     p.add_argument("--previous", help="the previous pick (an entity): its community earns the continuity bonus")
     p.add_argument("--as-of", dest="as_of", type=int)
+    p.add_argument("--system", action="store_true", help="also P-Mem's own cells (_alias.* and other _ keys)")
 
 
 def _check_next(args: Args) -> None:
@@ -37,7 +40,7 @@ def _check_next(args: Args) -> None:
 def _next(args: Args, store: Any) -> None:
     from pmem.adapters.graph import view as graph_view
 
-    g = store.graph(as_of=args.as_of, embed=True)
+    g = store.graph(as_of=args.as_of, embed=True, system=args.system)
     previous = None if args.previous is None else _slug(args.previous)
     _write(b"".join(orjson.dumps(p) + b"\n" for p in graph_view.proposals(g, args.k, previous)))
 
@@ -88,6 +91,7 @@ def _add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", help="one cell: its versions, evidence and edges (default: the entity graph)")
     p.add_argument("--format", dest="fmt", choices=("json", "dot", "html"), default="json")
     p.add_argument("--as-of", dest="as_of", type=int)
+    p.add_argument("--system", action="store_true", help="also P-Mem's own cells (_alias.* and other _ keys)")
 
 
 def _export(args: Args, store: Any) -> None:
@@ -99,7 +103,7 @@ def _export(args: Args, store: Any) -> None:
             raise InvalidOperation(f"no cell {h.key!r} in namespace {h.namespace!r} to export", field="key")
         drawing = graph_view.provenance_drawing(h)
     else:
-        drawing = graph_view.entity_drawing(store.graph(as_of=args.as_of, embed=True))
+        drawing = graph_view.entity_drawing(store.graph(as_of=args.as_of, embed=True, system=args.system))
     out = graph_view.export(drawing, args.fmt)
     _write(orjson.dumps(out) + b"\n" if isinstance(out, dict) else out.encode())
 

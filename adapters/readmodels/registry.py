@@ -1,13 +1,14 @@
 """The one list of projection names: what ``rebuild --projection``, ``worker --projection``, ``stats`` and
 the Python API accept. Names only, so the CLI can check an argument before anything heavy loads; the
-classes behind them are in :mod:`.sqlite_projection` (frontier, graph) and :mod:`.vector_projection`."""
+classes behind them are in :mod:`.sqlite_projection` (frontier, graph, lexical) and :mod:`.vector_projection`."""
 
 from __future__ import annotations
 
 FRONTIER = "frontier"
 GRAPH = "graph"
 VECTORS = "vectors"
-PROJECTION_NAMES = (FRONTIER, GRAPH, VECTORS)
+LEXICAL = "lexical"
+PROJECTION_NAMES = (FRONTIER, GRAPH, VECTORS, LEXICAL)
 ALL = "all"
 
 

@@ -312,8 +312,10 @@ def _advance(bar: Any, events: int) -> int:
 
 
 from pmem.adapters.readmodels.graph_projection import GraphProjection  # noqa: E402  (it does not import this module)
+from pmem.adapters.readmodels.lexical_projection import LexicalProjection  # noqa: E402  (nor does this one)
 
-PROJECTIONS: dict[str, Any] = {NAME: FrontierProjection, GraphProjection.name: GraphProjection}
+PROJECTIONS: dict[str, Any] = {NAME: FrontierProjection, GraphProjection.name: GraphProjection,
+                               LexicalProjection.name: LexicalProjection}
 
 
 def timed(fn: Any) -> tuple[Any, float]:

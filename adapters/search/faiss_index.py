@@ -220,7 +220,8 @@ class FaissIndex:
                                                                          size != start + nbytes):
                     return None
                 matrix = np.empty((header.count, header.dim), dtype=np.float32)
-                if fh.readinto(matrix.data.cast("B")) != nbytes:
+                # (an empty matrix has no bytes to read, and a zero-sized view cannot be cast)
+                if nbytes and fh.readinto(matrix.data.cast("B")) != nbytes:
                     return None
                 rest = fh.read() if header.kind == "hnsw" else b""
         except OSError:

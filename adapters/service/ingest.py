@@ -103,21 +103,24 @@ def make_annotator(name: str, llm: LlmSettings | None = None) -> Annotator:
 
 def make_identity(store: Store, mode: str, extractor: str, llm: LlmSettings | None,
                   threshold: float) -> KeyIdentity | None:
-    """Soft key identity for an ingest, or None. ``auto`` turns it on for the llm extractor only: template
-    keys are canonical by construction (the extractor names every relation itself)."""
+    """Soft key identity for an ingest, or None (``off``). ``on`` checks every fact's key; ``auto`` checks the
+    keys worded freely: every fact of the llm extractor, and the template extractor's first-person
+    statements, while its cloze and ALFWorld keys keep exact identity (the extractor names the relation)."""
     if mode not in ("auto", "on", "off"):
         raise InvalidOperation(f"--soft-keys must be auto, on or off, got {mode!r}", field="soft-keys")
     if not 0 < threshold <= 1:
         raise InvalidOperation(f"--key-threshold must be in (0, 1], got {threshold}", field="key-threshold")
-    if mode == "off" or (mode == "auto" and extractor != "llm"):
+    if mode == "off":
         return None
     from pmem.adapters.llm.extractor import LlmKeyJudge
     from pmem.adapters.service.soft_keys import KeyIdentity
     from pmem.domain.extraction.key_identity import same_key
 
     judge = LlmKeyJudge(llm) if llm is not None else same_key
-    # The store's embedder (onnx by default), behind the text cache in the store file.
-    return KeyIdentity(store, store.embedder, threshold=threshold, judge=judge).load()
+    scope = "free-form" if mode == "auto" and extractor != "llm" else "all"
+    # The store's embedder (onnx by default), behind the text cache in the store file; both the
+    # embedder and the registry are loaded when the first fact to check comes.
+    return KeyIdentity(store, store.embedder, threshold=threshold, judge=judge, scope=scope)
 
 
 class Ingestor:
@@ -142,9 +145,11 @@ class Ingestor:
             extracted = [(r, None if r.text is None else self.extractor.extract(r.text, r.number)) for r in chunk]
             self.timings["extraction"] += time.perf_counter() - started
             chunk_keys = {f.key for _, x in extracted if x is not None for f in x.facts}
-            if self.identity is not None:
+            checked = set() if self.identity is None else {f.key for _, x in extracted if x is not None
+                                                            for f in x.facts if self.identity.covers(f.form)}
+            if self.identity is not None and checked:
                 started = time.perf_counter()
-                self.identity.prepare(chunk_keys)
+                self.identity.prepare(checked)
                 self.timings["identity"] += time.perf_counter() - started
             self._prefetch(chunk_keys)
             for record, extraction in extracted:
@@ -156,7 +161,7 @@ class Ingestor:
                         pending.append((None, self._failure(record, item), record, {}))
                         continue
                     fact, i = item
-                    if self.identity is not None:
+                    if self.identity is not None and self.identity.covers(fact.form):
                         fact, extra = self._route(fact, record, pending)
                     else:
                         extra = {}

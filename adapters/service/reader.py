@@ -9,6 +9,11 @@
 
 Either way the context is cut to a budget counted in tokens by a real tokenizer (the packaged
 all-MiniLM-L6-v2 WordPiece ``tokenizer.json``), and the result reports characters and tokens.
+
+P-Mem's own cells (keys starting with ``_``: soft-identity aliases ``_alias.*``, recorded extraction
+failures) are not the user's facts: ``cells`` mode leaves them out, and ``turns`` mode leaves out the
+text of alias events (P-Mem's own evidence, not an observation), unless ``system`` is asked for
+(``Reader(store, system=True)``, or the store wrapped in :class:`WithSystemCells`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pmem.domain.errors import InvalidOperation
+from pmem.domain.extraction.key_identity import ALIAS_PREFIX, is_system_key
 from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, render_cell
 
 if TYPE_CHECKING:
@@ -82,12 +88,22 @@ class LookupPlanner(Protocol):
     def next_lookup(self, question: str, context: str) -> str | None: ...
 
 
-class Reader:
-    """Builds the context for a question from a :class:`~pmem.adapters.service.store.Store`."""
+class WithSystemCells:
+    """A memory read with P-Mem's own cells shown (``read --system``): the store it wraps, marked so."""
 
-    def __init__(self, store: Memory, *, counter: TokenCounter | None = None,
-                 embedder: Embedder | None = None, planner: LookupPlanner | None = None) -> None:
-        self.store = store
+    def __init__(self, store: Any) -> None:  # a Memory: the store passes itself from one of its parts
+        self.store: Memory = store
+
+
+class Reader:
+    """Builds the context for a question from a :class:`~pmem.adapters.service.store.Store`
+    (``system``: also P-Mem's own cells, see the module docstring)."""
+
+    def __init__(self, store: Memory | WithSystemCells, *, counter: TokenCounter | None = None,
+                 embedder: Embedder | None = None, planner: LookupPlanner | None = None,
+                 system: bool = False) -> None:
+        self.system = system or isinstance(store, WithSystemCells)
+        self.store: Memory = store.store if isinstance(store, WithSystemCells) else store
         self.count = counter or SHARED_COUNTER
         self._embedder = embedder
         self.planner = planner
@@ -128,7 +144,8 @@ class Reader:
         """Append the ``n`` best cells for ``query`` not already read."""
         seen = set(keys)
         hits = self.store.search(query, n + len(seen), as_of=as_of, namespace=namespace)
-        fresh = [h.cell for h in hits if h.cell.key not in seen][:n]
+        fresh = [h.cell for h in hits
+                 if h.cell.key not in seen and (self.system or not is_system_key(h.cell.key))][:n]
         if modes:  # disclosures need the versions: read each cell again with them
             fresh = [self.store.get(c.key, as_of=as_of, disclose=modes, namespace=namespace) for c in fresh]
         for c in fresh:
@@ -154,7 +171,7 @@ class Reader:
         out: dict[str, Turn] = {}
         for e in self.store.log(namespace=namespace, as_of=as_of):
             text = e.get("text")
-            if not text or text in out:
+            if not text or text in out or (not self.system and e["key"].startswith(ALIAS_PREFIX)):
                 continue
             vid = e.get("vid") if e.get("vid") is not None else e.get("target")
             out[text] = Turn(e["event_index"], text, e["key"] if e.get("applied") else None,

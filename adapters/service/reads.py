@@ -13,6 +13,7 @@ from pmem.adapters.eventstore.stored_log import event_dict
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.service.bootstrap import Wiring
 from pmem.domain.errors import InvalidOperation
+from pmem.domain.extraction.key_identity import is_system_key
 from pmem.domain.keys import cell_id, normalize_key
 from pmem.domain.operations import (
     MAX_FIELD_CHARS,
@@ -53,12 +54,14 @@ class Reads:
         return {k: found[cid].view() if cid in found else empty_view(ns, k) for cid, k in ids.items()}
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
-                 namespace: str | None = None) -> list[CellView]:
+                 namespace: str | None = None, system: bool = False) -> list[CellView]:
         ns, as_of, modes = self.namespace(namespace), checked_as_of(as_of), disclosures(disclose)
+        system = checked_flag(system, "system")
         with self.w.lock:
             self.catch_up_frontier()
             cells = self.w.reader.frontier(ns, as_of, with_versions=bool(modes))
-        return [t.view(modes) for t in cells]
+        views = (t.view(modes) for t in cells)
+        return list(views) if system else [v for v in views if not is_system_key(v.key)]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
@@ -111,6 +114,13 @@ class Reads:
 def checked_key(key: object) -> str:
     """``key`` if it is a string a key can be read by (1 to 1,024 bytes of UTF-8), else :class:`InvalidOperation`."""
     return checked_string(key, "key", MAX_FIELD_CHARS, blank=True)
+
+
+def checked_flag(flag: object, name: str) -> bool:
+    """``flag`` if it is true or false (``system``: list P-Mem's own cells too), else :class:`InvalidOperation`."""
+    if not isinstance(flag, bool):
+        raise InvalidOperation(f"{name} must be true or false, got {type(flag).__name__}", field=name)
+    return flag
 
 
 def checked_as_of(as_of: object) -> int | None:

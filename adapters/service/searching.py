@@ -17,22 +17,32 @@ if TYPE_CHECKING:
     from pmem.projections.vectors import SearchResult
 
 DEFAULT_K = 12  # retrieval returns the top L = 12 cells
+RANKINGS = ("hybrid", "vector")  # search: both channels fused, or the vector channel alone
 
 
 class Searches:
-    """Vector search over open versions, context reading, and the graph projection."""
+    """Hybrid search over open versions, context reading, and the graph projection."""
 
     def __init__(self, wiring: Wiring, reads: Reads) -> None:
         self.w = wiring
         self.reads = reads
 
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
-               namespace: str | None = None) -> list[SearchResult]:
+               namespace: str | None = None, system: bool = False, ranking: str = "hybrid") -> list[SearchResult]:
+        """Hybrid search (:mod:`pmem.adapters.search.hybrid`): the vector and lexical channels fused; with
+        ``ranking="vector"`` the vector channel alone (exact cosine scores)."""
         query, k = checked_text(query, "query"), checked_k(k)
         ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        if not isinstance(system, bool):
+            raise InvalidOperation(f"system must be true or false, got {type(system).__name__}", field="system")
+        if not isinstance(ranking, str) or ranking not in RANKINGS:
+            raise InvalidOperation(f"unknown ranking {shown(ranking)} (expected hybrid or vector)", field="ranking")
+        from pmem.adapters.search.hybrid import HybridSearch
         from pmem.projections.vectors import SearchResult
 
-        n, hits = self.w.vector_search().search(query, k, as_of, ns)
+        with self.w.lock:  # the lexical projection reads and writes on the shared projection connection
+            n, hits = HybridSearch(self.w.vector_search(), self.w.projections["lexical"]).search(
+                query, k, as_of, ns, system=system, lexical=ranking == "hybrid")
         out = []
         for h in hits:
             t = self.reads.timeline(UUID(h.cell), n)

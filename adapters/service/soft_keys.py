@@ -2,13 +2,20 @@
 
 For a key the namespace has not seen, the registered keys about the same subject (keys about the user
 form one group) whose phrase embeddings (:func:`domain.extraction.key_identity.shortlist_phrase`) have
-cosine >= ``threshold`` (default 0.72, a setting) are candidates, best first. A judge shown only the two
-key names confirms: the LLM when one is configured, else the deterministic
-:func:`~domain.extraction.key_identity.same_key`. A confirmed pair is written as an ``accept`` on
-``_alias.<new key>`` whose value is the canonical key, and the fact goes to the canonical cell; later
-facts with that key follow the alias. :func:`unmerge` points the alias at the key itself (a second
-``accept`` on the same alias cell, superseding the merge), so operations after it go to the key's own
-cell and the pair is not merged again; events already written stay where they are.
+cosine >= ``threshold`` (default 0.72, a setting) are candidates, best first. The rules of
+:func:`~domain.extraction.key_identity.settled_without_judge` decide first (a key never merges with a
+key it qualifies); what they leave open goes to a judge shown only the two key names: the LLM when one
+is configured, else the deterministic :func:`~domain.extraction.key_identity.same_key`. A confirmed
+pair is written as an ``accept`` on ``_alias.<new key>`` whose value is the canonical key, and the fact
+goes to the canonical cell; later facts with that key follow the alias. The receipt says why a key was
+merged, or why the nearest candidate above the threshold was not. :func:`unmerge` points the alias at
+the key itself (a second ``accept`` on the same alias cell, superseding the merge), so operations after
+it go to the key's own cell and the pair is not merged again; events already written stay where they are.
+
+``scope``: ``free-form`` (what ``--soft-keys auto`` gives) checks only facts whose key was worded freely
+(:func:`~domain.extraction.key_identity.free_form`: first-person statements, LLM facts); ``all`` checks
+every fact. The registry is read from the store on first use, so an ingest with nothing to check
+loads neither the frontier nor the embedder.
 """
 
 from __future__ import annotations
@@ -19,13 +26,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pmem.adapters.service.store import Store
-from pmem.domain.extraction.key_identity import ALIAS_PREFIX, alias_key, is_system_key, same_key, shortlist_phrase
+from pmem.domain.extraction.key_identity import (
+    ALIAS_PREFIX,
+    alias_key,
+    free_form,
+    is_system_key,
+    same_key,
+    settled_without_judge,
+    shortlist_phrase,
+)
 from pmem.domain.operations import Evidence, Operation
 from pmem.domain.views import Receipt
 from pmem.projections.ports import Embedder
 
 DEFAULT_THRESHOLD = 0.72
 SHOWN = 3  # neighbour keys listed on a receipt
+SCOPES = ("free-form", "all")
 
 Judge = Callable[[str, str], tuple[bool, str]]
 """Same slot or not, from the two key names only, with why."""
@@ -78,11 +94,15 @@ class KeyIdentity:
     """The namespace's key registry: registered keys with their embeddings, and the aliases in force."""
 
     def __init__(self, store: Store, embedder: Embedder, *, threshold: float = DEFAULT_THRESHOLD,
-                 judge: Judge = same_key) -> None:
+                 judge: Judge = same_key, scope: str = "all") -> None:
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
         self.store = store
         self.embedder = embedder
         self.threshold = threshold
         self.judge = judge
+        self.scope = scope
+        self._loaded = False
         self.aliases: dict[str, str] = {}
         self.registered: set[str] = set()
         self._groups: dict[str | None, _Group] = {}
@@ -90,9 +110,10 @@ class KeyIdentity:
         self.merges = 0
 
     def load(self) -> KeyIdentity:
-        """Read the registered keys and the aliases in force from the store's frontier."""
+        """Read the registered keys and the aliases in force from the store's frontier (system cells included)."""
+        self._loaded = True
         keys: list[str] = []
-        for cell in self.store.frontier():
+        for cell in self.store.frontier(system=True):
             if cell.key.startswith(ALIAS_PREFIX) and cell.value is not None:
                 self.aliases[cell.key[len(ALIAS_PREFIX):]] = cell.value
             elif not is_system_key(cell.key):
@@ -102,14 +123,22 @@ class KeyIdentity:
             self._register(key)
         return self
 
+    def covers(self, form: str) -> bool:
+        """Whether a fact of extractor form ``form`` goes through soft identity (see ``scope``)."""
+        return self.scope == "all" or free_form(form)
+
     def prepare(self, keys: Iterable[str]) -> None:
         """Embed, in one batch, the phrases not embedded yet (the embedder's cache skips known texts)."""
+        if not self._loaded:
+            self.load()
         phrases = sorted({shortlist_phrase(k)[1] for k in keys if k not in self.registered} - self._vectors.keys())
         if phrases:
             self._vectors.update(zip(phrases, self.embedder.embed(phrases), strict=True))
 
     def resolve(self, key: str) -> Resolution:
         """Where ``key`` goes: its own registered cell, its alias, a newly merged canonical key, or a new cell."""
+        if not self._loaded:
+            self.load()
         if key in self.registered:
             return Resolution(key, "exact")
         if key in self.aliases:
@@ -121,17 +150,21 @@ class KeyIdentity:
         subject, phrase = shortlist_phrase(key)
         group = self._groups.get(subject)
         shown = group.nearest(self._vector(phrase), SHOWN) if group is not None else ()
+        refused: str | None = None
         for candidate, score in shown:
             if score < self.threshold:
                 break
-            same, why = self.judge(key, candidate)
+            settled = settled_without_judge(key, candidate)  # the rules bind every judge
+            same, why = settled if settled is not None else self.judge(key, candidate)
             if same:
                 self.aliases[key] = candidate
                 self.merges += 1
                 return Resolution(candidate, "merged", shown, self._merge_op(key, candidate, score, why),
-                                  f"merged into {candidate!r}: cosine {score:.3f}, {why}")
+                                  f"merged into {candidate}: cosine {score:.2f}, {why}")
+            if refused is None:
+                refused = f"not merged into {candidate}: cosine {score:.2f}, {why}"
         self._register(key)
-        return Resolution(key, "new", shown)
+        return Resolution(key, "new", shown, why=refused)
 
     def _vector(self, phrase: str) -> np.ndarray:
         if phrase not in self._vectors:

@@ -25,13 +25,14 @@ from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS
 from pmem.adapters.service.admin import Admin
 from pmem.adapters.service.bootstrap import Wiring, bootstrap
-from pmem.adapters.service.reads import Reads
+from pmem.adapters.service.doctor import SAMPLE_CELLS, Doctor
+from pmem.adapters.service.reads import Reads, checked_flag
 from pmem.adapters.service.searching import DEFAULT_K, Searches
 from pmem.adapters.service.writes import Writes
 from pmem.domain.errors import InvalidOperation, StoreClosed
-from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation
+from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, checked_namespace
 from pmem.domain.views import CellView, History, Receipt
-from pmem.projections.graph import EntityGraph
+from pmem.projections.graph import EntityGraph, without_system
 from pmem.projections.ports import Embedder
 from pmem.projections.reading import ReadResult
 
@@ -107,9 +108,10 @@ class ReadApi(_Parts):
         return self._reads.get_many(keys, namespace=namespace)
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
-                 namespace: str | None = None) -> list[CellView]:
-        """Every non-empty cell of the namespace, by key."""
-        return self._reads.frontier(as_of=as_of, disclose=disclose, namespace=namespace)
+                 namespace: str | None = None, system: bool = False) -> list[CellView]:
+        """Every non-empty cell of the namespace, by key; P-Mem's own cells (keys starting with ``_``, such
+        as the soft-identity aliases ``_alias.*``) only with ``system``."""
+        return self._reads.frontier(as_of=as_of, disclose=disclose, namespace=namespace, system=system)
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         """Every version the cell has held or been offered, with status and open intervals."""
@@ -129,27 +131,36 @@ class SearchApi(_Parts):
     """Retrieval: vector search, the context an agent reads, the entity graph."""
 
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
-               namespace: str | None = None) -> list[SearchResult]:
+               namespace: str | None = None, system: bool = False, ranking: str = "hybrid") -> list[SearchResult]:
         """The ``k`` cells whose open versions (head or alternatives, as of ``as_of``) best match
-        ``query`` by cosine over ``key: value``, best first, each read as of that index."""
-        return self._searches.search(query, k, as_of=as_of, namespace=namespace)
+        ``query``, best first, each read as of that index: the cosine over ``key: value`` and full-text
+        search over keys, values and evidence fused by rank, cells whose subject the query names first
+        (docs/search.md); ``ranking="vector"``: by the cosine alone. System cells (``_alias.*``) only
+        with ``system=True``."""
+        return self._searches.search(query, k, as_of=as_of, namespace=namespace, system=system, ranking=ranking)
 
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_K, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None,
-             namespace: str | None = None) -> ReadResult:
+             namespace: str | None = None, system: bool = False) -> ReadResult:
         """The context string an agent receives for ``question`` (cells or turns), with its size in
-        characters and tokens; see :mod:`pmem.adapters.service.reader`."""
-        return self._searches.read(self, question, mode=mode, k=k, budget=budget, disclose=disclose,
+        characters and tokens; see :mod:`pmem.adapters.service.reader`. P-Mem's own cells only with ``system``."""
+        from pmem.adapters.service.reader import WithSystemCells
+
+        memory = WithSystemCells(self) if checked_flag(system, "system") else self
+        return self._searches.read(memory, question, mode=mode, k=k, budget=budget, disclose=disclose,
                                    as_of=as_of, namespace=namespace)
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
-              threshold: float | None = None) -> EntityGraph:
+              threshold: float | None = None, system: bool = False) -> EntityGraph:
         """The entity graph (typed entities, prerequisite and association edges) as of ``as_of``.
 
         ``embed``: also give every entity the embedding of its text (the store's embedder) and add
         association edges between entities whose embeddings have cosine >= ``threshold`` (default
-        0.8); without it, association edges come from shared entities only (no model is loaded)."""
-        return self._searches.graph(as_of=as_of, namespace=namespace, embed=embed, threshold=threshold)
+        0.8); without it, association edges come from shared entities only (no model is loaded).
+        ``system``: keep P-Mem's own cells (``_alias.*``) and what they link; left out by default."""
+        system = checked_flag(system, "system")
+        g = self._searches.graph(as_of=as_of, namespace=namespace, embed=embed, threshold=threshold)
+        return g if system else without_system(g)
 
     @property
     def embedder(self) -> Embedder:
@@ -187,6 +198,13 @@ class AdminApi(_Parts):
         host, state, whether it is alive, and the age of its last heartbeat."""
         return self._admin.stats()
 
+    def doctor(self, sample: int = SAMPLE_CELLS) -> list[dict[str, Any]]:
+        """Check the store without writing anything: ``{"check", "ok", "detail", "fix"}`` for the SQLite
+        integrity check, ``sample`` cells of the frontier projection against a replay of the log, shadow
+        tables, dead workers, leftover rebuild processes, lag and the key edition; ``fix`` names the
+        command that repairs a failed check (see :mod:`pmem.adapters.service.doctor`)."""
+        return Doctor(self._w).run(sample)
+
 
 class Store(WriteApi, ReadApi, SearchApi, AdminApi):
     """A P-Mem store on one SQLite file (or ``":memory:"``) or a PostgreSQL database (a
@@ -207,11 +225,20 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
                                 progress=progress)
         self._writes, self._reads, self._admin = Writes(w), Reads(w), Admin(w)
         self._searches = Searches(w, self._reads)
-        self.namespace, self.vector_index, self.progress = w.namespace, w.vector_index, w.progress
+        self.vector_index, self.progress = w.vector_index, w.progress
         self.backend, self.projection_db, self.projections = w.backend, w.projection_db, w.projections
         self.frontier_projection = w.projections["frontier"]
         self.reader, self._events = w.reader, w.events
         self.key_edition = w.key_edition  # the key rule this store keeps (pmem.domain.keys)
+
+    @property
+    def namespace(self) -> str:
+        """The namespace reads and writes use when they name none; it may be changed on an open store."""
+        return str(self._w.namespace)
+
+    @namespace.setter
+    def namespace(self, namespace: str) -> None:
+        self._w.namespace = checked_namespace(namespace)
 
     @property
     def log_store(self) -> EventLog:

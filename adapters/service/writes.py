@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pmem.adapters.service.bootstrap import Wiring
+from pmem.adapters.service.doctor import write_checked
 from pmem.domain.errors import InvalidBatch, InvalidOperation
 from pmem.domain.keys import normalize_key
 from pmem.domain.operations import (
@@ -25,7 +26,7 @@ class Writes:
     """Typed operations in, receipts out; a bad operation writes nothing."""
 
     def __init__(self, wiring: Wiring) -> None:
-        self.w = wiring
+        self.w = write_checked(wiring)  # a damaged file refuses the first write (service.doctor)
 
     def apply(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Receipt]:
         """Validate every operation, then record them all atomically. A bad one raises

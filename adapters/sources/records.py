@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import orjson
 
 from pmem.domain.errors import InvalidOperation
+from pmem.domain.operations import shown
 
 from .record import Record
 
 FORMATS = ("lines", "jsonl", "locomo")
+JSONL_FIELDS = ("text", "source", "trust", "observed_at", "op_id", "confidence", "node_type")  # of a jsonl object
 
 
 def read_records(data: bytes, fmt: str) -> Iterator[Record]:
@@ -44,5 +46,9 @@ def _json_record(n: int, line: str) -> Record:
         return Record(n, obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return Record(n, None, problem="a jsonl record must be a string or an object with a string 'text'")
+    unknown = sorted(set(obj) - set(JSONL_FIELDS))
+    if unknown:  # as apply refuses an operation with a field it does not take
+        return Record(n, None, problem=f"unknown field {shown(unknown[0], 200)}: the record was not read (a jsonl "
+                                       f"record takes {', '.join(JSONL_FIELDS)})")
     return Record(n, obj["text"], obj.get("source"), obj.get("trust"), obj.get("observed_at"), obj.get("op_id"),
                   obj.get("confidence"), obj.get("node_type"))

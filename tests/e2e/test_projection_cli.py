@@ -26,7 +26,8 @@ def test_stats_on_a_new_store_counts_nothing(db_path: Path) -> None:
     assert ok(db_path, "stats") == [{"events": 0, "cells": 0, "versions": 0,
                                      "projections": {"frontier": {"position": 0, "lag": 0},
                                                      "graph": {"position": 0, "lag": 0},
-                                                     "vectors": {"position": 0, "lag": 0}},
+                                                     "vectors": {"position": 0, "lag": 0},
+                                                     "lexical": {"position": 0, "lag": 0}},
                                      "key_edition": 2}]
 
 
@@ -35,14 +36,17 @@ def test_stats_shows_the_lag_until_a_read_catches_the_projection_up(db_path: Pat
     (before,) = ok(db_path, "stats")
     assert before == {"events": 6, "cells": 0, "versions": 0,
                       "projections": {"frontier": {"position": 0, "lag": 6}, "graph": {"position": 0, "lag": 6},
-                                      "vectors": {"position": 0, "lag": 6}}, "key_edition": 2}
+                                      "vectors": {"position": 0, "lag": 6}, "lexical": {"position": 0, "lag": 6}},
+                      "key_edition": 2}
     ok(db_path, "frontier")
     (after,) = ok(db_path, "stats")
     assert after == {"events": 6, "cells": 3, "versions": 4,
                      "projections": {"frontier": {"position": 6, "lag": 0}, "graph": {"position": 0, "lag": 6},
-                                     "vectors": {"position": 0, "lag": 6}}, "key_edition": 2}
-    ok(db_path, "search", "budget")  # search catches the vector projection up
+                                     "vectors": {"position": 0, "lag": 6}, "lexical": {"position": 0, "lag": 6}},
+                     "key_edition": 2}
+    ok(db_path, "search", "budget")  # search catches the vector and lexical projections up
     assert ok(db_path, "stats")[0]["projections"]["vectors"] == {"position": 6, "lag": 0}
+    assert ok(db_path, "stats")[0]["projections"]["lexical"] == {"position": 6, "lag": 0}
 
 
 def test_rebuild_replays_every_event_and_reads_do_not_change(db_path: Path) -> None:
@@ -62,7 +66,7 @@ def test_rebuild_of_an_unknown_projection_is_a_usage_error(db_path: Path) -> Non
     assert r.returncode == 2
     err = error(r)
     assert err["error"] == "usage" and "unknown projection 'nonsense'" in err["detail"]
-    assert "frontier, graph, vectors or all" in err["detail"]
+    assert "frontier, graph, vectors, lexical or all" in err["detail"]
 
 
 def test_rebuild_of_the_vectors_replays_them_and_rewrites_the_deleted_index_file(db_path: Path) -> None:

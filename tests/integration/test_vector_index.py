@@ -57,35 +57,36 @@ def runner_store(store: pmem.Store) -> pmem.Store:
 
 
 def test_search_returns_the_cell_whose_key_and_value_match_best(runner_store: pmem.Store) -> None:
-    assert found(runner_store.search("5k pb 25:50", k=1)) == [("5k_pb", "25:50")]
-    assert found(runner_store.search("what is the budget", k=1)) == [("budget", "$30k")]
-    top = runner_store.search("home city", k=3)
+    assert found(runner_store.search("5k pb 25:50", k=1, ranking="vector")) == [("5k_pb", "25:50")]
+    assert found(runner_store.search("what is the budget", k=1, ranking="vector")) == [("budget", "$30k")]
+    top = runner_store.search("home city", k=3, ranking="vector")
     assert top[0].cell.key == "home_city" and top[0].cell.status == "contested"
     assert [r.score for r in top] == sorted((r.score for r in top), reverse=True)
 
 
 def test_superseded_values_are_not_found_now_but_are_as_of_an_index_where_they_were_open(
         runner_store: pmem.Store) -> None:
-    (now,) = runner_store.search("5k pb 27:12", k=1)
+    (now,) = runner_store.search("5k pb 27:12", k=1, ranking="vector")
     assert (now.cell.key, now.matched, now.cell.value) == ("5k_pb", "25:50", "25:50")
-    (then,) = runner_store.search("5k pb 27:12", k=1, as_of=1)
+    (then,) = runner_store.search("5k pb 27:12", k=1, as_of=1, ranking="vector")
     assert (then.cell.key, then.matched, then.cell.value) == ("5k_pb", "27:12", "27:12")
     assert then.score > now.score
-    assert "favourite_food" not in {r.cell.key for r in runner_store.search("favourite food sushi")}
-    assert found(runner_store.search("favourite food sushi", k=1, as_of=6)) == [("favourite_food", "sushi")]
-    assert runner_store.search("anything", as_of=0) == []
+    assert "favourite_food" not in {r.cell.key for r in runner_store.search("favourite food sushi", ranking="vector")}
+    at_6 = runner_store.search("favourite food sushi", k=1, as_of=6, ranking="vector")
+    assert found(at_6) == [("favourite_food", "sushi")]
+    assert runner_store.search("anything", as_of=0, ranking="vector") == []
 
 
 def test_contested_alternatives_are_eligible_and_the_cell_reads_current_value_first(
         runner_store: pmem.Store) -> None:
-    (r,) = runner_store.search("home city lyon", k=1)
+    (r,) = runner_store.search("home city lyon", k=1, ranking="vector")
     assert (r.cell.key, r.matched, r.cell.value) == ("home_city", "Lyon", "Paris")
     assert r.cell.alternatives == ("Lyon",)
     assert r.to_dict() == {**r.cell.to_dict(), "score": r.score, "matched": "Lyon"}
     runner_store.resolve("home city", "Paris")
-    (r,) = runner_store.search("home city lyon", k=1)
+    (r,) = runner_store.search("home city lyon", k=1, ranking="vector")
     assert r.matched == "Paris"  # Lyon is contradicted now
-    assert runner_store.search("home city lyon", k=1, as_of=4)[0].matched == "Lyon"
+    assert runner_store.search("home city lyon", k=1, as_of=4, ranking="vector")[0].matched == "Lyon"
 
 
 def test_a_reopened_version_is_searchable_in_each_of_its_open_intervals(store: pmem.Store) -> None:
@@ -93,7 +94,7 @@ def test_a_reopened_version_is_searchable_in_each_of_its_open_intervals(store: p
     store.accept("budget", "$50k")  # 2
     store.revoke("budget")  # 3: $30k reopens
     store.accept("budget", "$40k")  # 4
-    matched = [store.search("budget $30k", k=1, as_of=n)[0].matched for n in range(1, 5)]
+    matched = [store.search("budget $30k", k=1, as_of=n, ranking="vector")[0].matched for n in range(1, 5)]
     assert matched == ["$30k", "$50k", "$30k", "$40k"]
 
 
@@ -101,15 +102,15 @@ def test_search_is_scoped_to_the_namespace(db_path: Path) -> None:
     with pmem.open(db_path, namespace="a") as a, pmem.open(db_path, namespace="b") as b:
         a.accept("city", "Paris")
         b.accept("town", "Paris")
-        assert [r.cell.key for r in a.search("paris")] == ["city"]
-        assert [r.cell.key for r in b.search("paris")] == ["town"]
-        assert [r.cell.key for r in a.search("paris", namespace="b")] == ["town"]
+        assert [r.cell.key for r in a.search("paris", ranking="vector")] == ["city"]
+        assert [r.cell.key for r in b.search("paris", ranking="vector")] == ["town"]
+        assert [r.cell.key for r in a.search("paris", namespace="b", ranking="vector")] == ["town"]
 
 
 def test_bad_search_arguments_are_refused(runner_store: pmem.Store) -> None:
     for args, kwargs in [(("",), {}), (("x",), {"k": 0}), (("x",), {"k": -3}), (("x",), {"as_of": -1})]:
         with pytest.raises(pmem.InvalidOperation):
-            runner_store.search(*args, **kwargs)
+            runner_store.search(*args, **kwargs, ranking="vector")
     with pytest.raises(pmem.InvalidOperation, match="vector index"):
         pmem.open(":memory:", vector_index="ivf")
 
@@ -125,7 +126,7 @@ def check_top_k_when_one_cell_holds_most_of_the_best_vectors(store: pmem.Store) 
     store.accept("colour", "blue")
     store.apply({"op": "contest", "key": "colour", "value": f"blue shade {i}"} for i in range(150))
     store.apply({"op": "accept", "key": f"item {i}", "value": f"blue thing {i}"} for i in range(20))
-    got = [(r.cell.key, round(r.score, 5)) for r in store.search("colour blue shade", k=5)]
+    got = [(r.cell.key, round(r.score, 5)) for r in store.search("colour blue shade", k=5, ranking="vector")]
     want = [(k, round(s, 5)) for k, s in reference_search(store, "colour blue shade", 5)]
     assert got == want and got[0][0] == "colour"
 
@@ -161,7 +162,7 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
             for cut in [*cuts, len(ops)]:  # catch up between batches: the fold resumes mid-log
                 store.apply(ops[start:cut])
                 start = cut
-                store.search("k1", k=2)
+                store.search("k1", k=2, ranking="vector")
             last = store.last_index()
             projection = store.vector_search().projection
             for n in sorted(set(data.draw(st.lists(st.integers(0, last), min_size=1, max_size=4)))):
@@ -170,14 +171,14 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
                 assert got == want, f"as_of={n}"
             asks = data.draw(st.lists(st.tuples(QUERIES, st.integers(1, 4), st.none() | st.integers(0, last)),
                                       min_size=1, max_size=4))
-            live = [store.search(q, k, as_of=n) for q, k, n in asks]
+            live = [store.search(q, k, as_of=n, ranking="vector") for q, k, n in asks]
             for (q, k, n), results in zip(asks, live, strict=True):
                 want_ranked = reference_search(store, q, k, n)
                 assert [round(r.score, 5) for r in results] == [round(s, 5) for _, s in want_ranked]
         cache_file(db).unlink()
         with pmem.open(db, embedder=HashingEmbedder()) as store:
             store.rebuild_vectors()
-            rebuilt = [store.search(q, k, as_of=n) for q, k, n in asks]
+            rebuilt = [store.search(q, k, as_of=n, ranking="vector") for q, k, n in asks]
     for a, b in zip(live, rebuilt, strict=True):
         assert [r.cell for r in a] == [r.cell for r in b]
         assert [r.matched for r in a] == [r.matched for r in b]
@@ -187,42 +188,42 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
 # -- the cache file ------------------------------------------------------------------------------------
 def test_a_deleted_index_file_is_rebuilt_on_the_next_search_with_identical_results(
         runner_store: pmem.Store, db: str) -> None:
-    before = [r.to_dict() for r in runner_store.search("home city paris budget")]
+    before = [r.to_dict() for r in runner_store.search("home city paris budget", ranking="vector")]
     path = runner_store.backend.cache_path("vec-flat")
     assert path.exists()
     path.unlink()
-    assert [r.to_dict() for r in runner_store.search("home city paris budget")] == before
+    assert [r.to_dict() for r in runner_store.search("home city paris budget", ranking="vector")] == before
     assert path.exists()  # the open store writes it again
     path.unlink()
     with pmem.open(db) as fresh:
-        assert [r.to_dict() for r in fresh.search("home city paris budget")] == before
+        assert [r.to_dict() for r in fresh.search("home city paris budget", ranking="vector")] == before
     assert path.exists()
 
 
 def test_a_truncated_or_foreign_index_file_is_replaced_not_trusted(runner_store: pmem.Store,
                                                                    db: str) -> None:
-    before = [r.to_dict() for r in runner_store.search("5k pb")]
+    before = [r.to_dict() for r in runner_store.search("5k pb", ranking="vector")]
     path = runner_store.backend.cache_path("vec-flat")
     path.write_bytes(path.read_bytes()[:-7])
     with pmem.open(db) as fresh:
-        assert [r.to_dict() for r in fresh.search("5k pb")] == before
+        assert [r.to_dict() for r in fresh.search("5k pb", ranking="vector")] == before
     assert FaissIndex.load(path) is not None
     path.write_bytes(b"not an index")
     with pmem.open(db) as fresh:
-        assert [r.to_dict() for r in fresh.search("5k pb")] == before
+        assert [r.to_dict() for r in fresh.search("5k pb", ranking="vector")] == before
 
 
 def test_the_index_file_records_its_position_and_a_reopened_store_catches_up_from_it(db_path: Path) -> None:
     with pmem.open(db_path) as store:
         store.accept("a", "1")
         store.accept("b", "2")
-        store.search("a")
+        store.search("a", ranking="vector")
     loaded = FaissIndex.load(cache_file(db_path))
     assert loaded is not None and (loaded[1].position, loaded[1].count, loaded[1].last_text) == (2, 2, "b: 2")
     with pmem.open(db_path) as store:
         store.accept("a", "3")
         store.accept("c", "4")
-        assert [(r.cell.key, r.matched) for r in store.search("a 3", k=1)] == [("a", "3")]
+        assert [(r.cell.key, r.matched) for r in store.search("a 3", k=1, ranking="vector")] == [("a", "3")]
     loaded = FaissIndex.load(cache_file(db_path))
     assert loaded is not None and (loaded[1].position, loaded[1].count) == (4, 4)
     # Vectors added on catch-up equal freshly embedded ones: catch-up and rebuild cannot diverge.
@@ -233,7 +234,7 @@ def test_the_index_file_records_its_position_and_a_reopened_store_catches_up_fro
 def test_a_memory_store_searches_without_a_file() -> None:
     with pmem.open(":memory:") as store:
         store.accept("city", "Paris")
-        assert found(store.search("paris")) == [("city", "Paris")]
+        assert found(store.search("paris", ranking="vector")) == [("city", "Paris")]
 
 
 # -- index kinds -----------------------------------------------------------------------------------------
@@ -249,7 +250,7 @@ def test_flat_and_hnsw_give_the_same_top_results_on_a_small_set(tmp_path: Path, 
     for kind in ("flat", "hnsw"):
         with pmem.open(tmp_path / f"{kind}.db", vector_index=kind) as store:
             populate(store)
-            results[kind] = [(r.cell.key, round(r.score, 5)) for r in store.search(query, k=5)]
+            results[kind] = [(r.cell.key, round(r.score, 5)) for r in store.search(query, k=5, ranking="vector")]
         assert cache_file(tmp_path / f"{kind}.db", kind).exists()
     assert results["flat"] == results["hnsw"]
     with pmem.open(tmp_path / "flat.db") as store:
@@ -260,34 +261,34 @@ def test_an_hnsw_index_reloads_from_its_file_with_the_same_results(tmp_path: Pat
     db = tmp_path / "h.db"
     with pmem.open(db, vector_index="hnsw") as store:
         populate(store)
-        before = [r.to_dict() for r in store.search("echo value", k=4)]
+        before = [r.to_dict() for r in store.search("echo value", k=4, ranking="vector")]
     with pmem.open(db, vector_index="hnsw") as store:
-        assert [r.to_dict() for r in store.search("echo value", k=4)] == before
+        assert [r.to_dict() for r in store.search("echo value", k=4, ranking="vector")] == before
 
 
 def test_lsh_runs_and_scores_what_it_finds_by_exact_cosine(tmp_path: Path) -> None:
     with pmem.open(tmp_path / "l.db", vector_index="lsh") as store:
         populate(store)
-        got = store.search("bravo value", k=4)
+        got = store.search("bravo value", k=4, ranking="vector")
         assert len(got) == 4
         exact = dict(reference_search(store, "bravo value", 40))
         assert all(abs(r.score - exact[r.cell.key]) < 1e-5 for r in got)
         assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
         store.accept("alpha 0", "changed")
-        assert "changed" in {r.matched for r in store.search("alpha 0 changed", k=3)}
+        assert "changed" in {r.matched for r in store.search("alpha 0 changed", k=3, ranking="vector")}
 
 
 def test_a_slightly_stale_index_file_is_kept_and_the_missing_vectors_are_embedded_on_load(
         db_path: Path) -> None:
     with pmem.open(db_path) as store:
         store.apply({"op": "accept", "key": f"key {i}", "value": f"v{i}"} for i in range(60))
-        store.search("key 1")
+        store.search("key 1", ranking="vector")
         store.accept("key 1", "fresh")  # one vector more: rewriting 61 vectors for it is not worth it
-        live = [r.to_dict() for r in store.search("key 1 fresh")]
+        live = [r.to_dict() for r in store.search("key 1 fresh", ranking="vector")]
     loaded = FaissIndex.load(cache_file(db_path))
     assert loaded is not None and loaded[1].count == 60 and loaded[1].position == 60
     with pmem.open(db_path) as store:
-        assert [r.to_dict() for r in store.search("key 1 fresh")] == live
+        assert [r.to_dict() for r in store.search("key 1 fresh", ranking="vector")] == live
         assert live[0]["matched"] == "fresh"
 
 
@@ -301,7 +302,7 @@ def test_stores_that_write_and_search_the_same_file_at_once_agree_with_the_fold(
             with pmem.open(db_path) as store:
                 for i in range(25):
                     store.accept(f"key {i % 5}", f"w{w} v{i}")
-                    store.search(f"key {i % 5}", k=3)
+                    store.search(f"key {i % 5}", k=3, ranking="vector")
         except BaseException as e:  # noqa: BLE001  (re-raised in the main thread below)
             errors.append(e)
 
@@ -312,7 +313,7 @@ def test_stores_that_write_and_search_the_same_file_at_once_agree_with_the_fold(
         t.join()
     assert not errors, errors
     with pmem.open(db_path) as store:
-        store.search("key 1")
+        store.search("key 1", ranking="vector")
         projection = store.vector_search().projection
         got = {(e.cell, e.vid) for e in projection.eligible("default", store.last_index())}
         want = {(cid.hex, vid) for cid, vid in open_versions(store.log_store.indexed_events())}
@@ -324,11 +325,11 @@ def test_the_default_embedder_is_the_onnx_model_and_a_rebuilt_index_never_runs_i
     with pmem.open(db_path) as store:
         store.accept("home city", "Paris")
         store.accept("budget", "$30k")
-        before = [r.to_dict() for r in store.search("where do I live")]
+        before = [r.to_dict() for r in store.search("where do I live", ranking="vector")]
         assert store.embedder.name == OnnxEmbedder.name and before[0]["key"] == "home_city"
     cache_file(db_path).unlink()
     with pmem.open(db_path) as fresh:
-        assert [r.to_dict() for r in fresh.search("where do I live")] == before
+        assert [r.to_dict() for r in fresh.search("where do I live", ranking="vector")] == before
         assert fresh.embedder.inner.runs == 0  # every text came from the cache in the store file
 
 
@@ -336,9 +337,9 @@ def test_the_index_does_not_care_which_embedder_it_gets_and_never_mixes_two(db_p
     with pmem.open(db_path, embedder=HashingEmbedder()) as store:
         store.accept("home city", "Paris")
         store.accept("budget", "$30k")
-        hashed = store.search("budget", k=1)
+        hashed = store.search("budget", k=1, ranking="vector")
     with pmem.open(db_path) as store:  # the ONNX default: the hashing vectors in the file are discarded
-        onnx = store.search("budget", k=1)
+        onnx = store.search("budget", k=1, ranking="vector")
         assert [(k, round(s, 5)) for k, s in reference_search(store, "budget", 1)] == [
             (r.cell.key, round(r.score, 5)) for r in onnx]
     assert hashed[0].cell == onnx[0].cell and hashed[0].score != onnx[0].score

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import pmem
+from pmem.adapters.readmodels.registry import PROJECTION_NAMES
 from tests.reliability.conftest import PMEM_BIN, REPO, child_env, new_store_url
 from tests.reliability.tables import projection_rows, rebuild_vector_tables
 from tests.reliability.workers import random_operation
@@ -141,7 +142,7 @@ def integrity_ok(store: pmem.Store) -> bool:
 def test_a_signal_stops_the_worker_cleanly_and_a_restart_resumes_where_it_stopped(
         backend: str, sig: int, tmp_path: Path) -> None:
     db = new_store_url(backend, tmp_path)
-    names = ("frontier", "graph", "vectors")
+    names = PROJECTION_NAMES  # every projection, the lexical one included
     rng = random.Random(sig)
     with pmem.open(db) as store:
         write_ops(store, 300, rng, "a", keys=50)
@@ -162,7 +163,7 @@ def test_a_signal_stops_the_worker_cleanly_and_a_restart_resumes_where_it_stoppe
         assert positions[-1] == 500
     with pmem.open(db) as store:
         stats = store.stats()["projections"]
-        assert [stats[n]["worker"]["state"] for n in names] == ["stopped"] * 3
+        assert [stats[n]["worker"]["state"] for n in names] == ["stopped"] * len(names)
         assert not any(stats[n]["worker"]["alive"] for n in names)
         write_ops(store, 100, rng, "c", keys=50)  # written while no worker runs
     restarted = Worker(db, "all", "--interval", "0.05")
@@ -182,7 +183,7 @@ def test_readers_catching_up_while_a_worker_runs_apply_every_event_exactly_once(
         store.accept("warm", "up")
     worker = Worker(db, "all", "--interval", "0.01", "--batch-size", "5")
     wait_caught_up(db, ("frontier", "graph"), worker)
-    by_reader = {"frontier": 0, "graph": 0}
+    by_reader = {"frontier": 0, "graph": 0, "lexical": 0}  # the projections store.catch_up() catches up
     with pmem.open(db) as store:
         for i in range(300):
             store.apply([random_operation(rng, f"r-{i}-{j}") | {"key": f"k{rng.randrange(40)}"}
@@ -192,7 +193,7 @@ def test_readers_catching_up_while_a_worker_runs_apply_every_event_exactly_once(
                 for name, n in store.catch_up().items():
                     by_reader[name] += n
         last = store.last_index()
-    wait_caught_up(db, ("frontier", "graph", "vectors"), worker)
+    wait_caught_up(db, PROJECTION_NAMES, worker)
     assert worker.stop() == 0
     by_worker = worker.lines[-1]["applied"]
     for name in by_reader:

@@ -287,3 +287,15 @@ def test_only_pmem_errors_for_hostile_write_arguments(sqlite_store: pmem.Store) 
     with pytest.raises(InvalidBatch, match="unknown field 'b'"):
         sqlite_store.apply([{"op": "accept", "key": "k", "value": "v", 1: 2, "b": 3}])
     assert sqlite_store.last_index() == 0
+
+
+def test_the_namespace_of_an_open_store_can_be_changed_and_is_checked(tmp_path: Path) -> None:
+    with pmem.open(tmp_path / "ns.db") as store:
+        store.accept("k", "in default")
+        store.namespace = "other"
+        assert store.namespace == "other" and store.get("k").status == "empty"
+        assert store.accept("k", "in other").namespace == "other"
+        assert store.get("k", namespace="default").value == "in default"
+        with pytest.raises(pmem.InvalidOperation):
+            store.namespace = ""
+        assert store.namespace == "other"
