@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb
 from pmem.projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
@@ -56,14 +55,6 @@ class GraphProjection(TrackedProjection):
         self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
 
     # -- catching up -------------------------------------------------------------
-    def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
-        with self._transaction():
-            self._drop()
-            self._create()
-        self.projector.forget()
-        self._cached_at = 0
-        return self.catch_up(target, progress)
-
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
         self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
 

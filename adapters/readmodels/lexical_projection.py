@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb, SqliteDb
 from pmem.projections.lexical import NAME, SCHEMA_VERSION, Doc, LexicalProjector, chosen_terms, idf, query_terms
@@ -82,14 +81,6 @@ class LexicalProjection(TrackedProjection):
             self.conn.execute(f"DROP TABLE IF EXISTS {table}")
 
     # -- catching up -------------------------------------------------------------
-    def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
-        with self._transaction():
-            self._drop()
-            self._create()
-        self.projector.forget()
-        self._cached_at = 0
-        return self.catch_up(target, progress)
-
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
         row = self.conn.execute(f"SELECT COALESCE(MAX(version_id) + 1, 0) FROM {VERSIONS}").fetchone()
         self.projector.next_id = int(row[0])

@@ -105,6 +105,24 @@ class TrackedProjection:
         self._cached_at = stop
         return len(events)
 
+    def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
+        """Drop the rows and the position, create the tables again and replay the log from index 1;
+        return the events applied. (The frontier projection has a parallel rebuild of its own.)"""
+        with self._transaction():
+            self._drop()
+            self._create()
+        self.projector.forget()
+        self._cached_at = 0
+        return self.catch_up(target, progress)
+
+    def _drop(self) -> None:
+        """Drop this projection's tables and forget its position (the caller holds the transaction)."""
+        raise NotImplementedError
+
+    def _create(self) -> None:
+        """Create this projection's tables (the caller holds the transaction)."""
+        raise NotImplementedError
+
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
         """Give the projector the state, as of ``start``, of the batch's cells it does not hold."""
         raise NotImplementedError
