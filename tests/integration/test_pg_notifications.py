@@ -20,10 +20,8 @@ from tests.conftest import PMEM_BIN, Backend
 TIMEOUT_S = 120
 
 
-@pytest.fixture(autouse=True)
-def _postgres_only(backend: Backend) -> None:
-    if backend.name != "postgres":
-        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; SQLite polls")
+# LISTEN/NOTIFY is PostgreSQL's (SQLite polls): these cases run on that backend only, not as skips.
+pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 
 def drain(notes: PgNotifications) -> None:

@@ -167,11 +167,10 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # SQLite opens a file: no server to reach
 @pytest.mark.parametrize("args", [("accept", "k", "v"), ("get", "k"), ("stats",), ("worker", "--projection", "all")])
 def test_an_unreachable_postgresql_server_is_a_one_line_error_naming_the_url(
         backend: str, args: tuple[str, ...]) -> None:
-    if backend != "postgres":
-        pytest.skip("a server that cannot be reached is a PostgreSQL case (SQLite opens a file)")
     url = f"postgresql://pmem:secret@127.0.0.1:{closed_port()}/pmem"
     r = run_pmem(url, *args, env=dict(os.environ, POSTGRES_CONNECT_TIMEOUT="3"))
     err = error(r)
@@ -179,10 +178,9 @@ def test_an_unreachable_postgresql_server_is_a_one_line_error_naming_the_url(
     assert "postgresql://pmem:***@127.0.0.1" in err["detail"] and "secret" not in err["detail"], err
 
 
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)  # SQLite's case: the read-only file system above
 def test_a_read_only_postgresql_server_refuses_writes_with_one_line_and_stays_as_it_was(
         backend: str, tmp_path: Path) -> None:
-    if backend != "postgres":
-        pytest.skip("SQLite's read-only case is the read-only file system above")
     db = new_store_url(backend, tmp_path)
     ok(db, "apply", "-", stdin=batch("a", 30))
     before = ok(db, "log")
