@@ -43,8 +43,8 @@ def emit(obj: Any) -> None:
 
 
 def emit_lines(objs: Iterable[Any]) -> None:
-    # Concatenating frees each orjson buffer at once; keeping orjson's own buffers alive until the
-    # join was measured 3x slower (its allocations do not reuse memory well when retained).
+    # Concatenating frees each orjson buffer at once; keeping them all alive until a join is slower
+    # (their allocations do not reuse memory well when retained: docs/benchmarks.md).
     sys.stdout.buffer.write(b"".join(orjson.dumps(o) + b"\n" for o in objs))
 
 
