@@ -46,6 +46,12 @@ class ProjectionReader:
         with self._snapshot():
             return self._cell(cid.hex, FOREVER if as_of is None else as_of)
 
+    def timelines(self, cids: list[UUID], as_of: int | None = None) -> list[ProjectedCell | None]:
+        """:meth:`timeline` of each of ``cids``, read in one snapshot."""
+        n = FOREVER if as_of is None else as_of
+        with self._snapshot():
+            return [self._cell(cid.hex, n) for cid in cids]
+
     def frontier(self, namespace: str, as_of: int | None = None, *,
                  with_versions: bool = True) -> list[ProjectedCell]:
         """Every cell of ``namespace`` with a head as of ``as_of``, by key."""

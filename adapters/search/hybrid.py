@@ -16,6 +16,7 @@ System cells (keys starting with ``_``, such as ``_alias.*``) are left out unles
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,9 @@ from pmem.projections.lexical import names_subject, subject_words, words
 
 DEPTH = 32  # cells each channel proposes (at least 2k)
 FIRST_MATCHES = 2  # documents the lexical channel reads first, per cell it wants; 4x more while it lacks cells
+# The lexical channel runs beside the vector channel: SQLite's query and FAISS's scan both release the GIL,
+# so on two cores a search costs about the slower channel instead of their sum (docs/search.md).
+_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmem-lexical")
 
 
 @dataclass
@@ -57,8 +61,9 @@ class HybridSearch:
         if not lexical:
             return n, vector_channel(index, qv, eligible, k, system)
         depth = max(DEPTH, 2 * k)
+        words_later = _BESIDE.submit(self.lexical_channel, query, eligible, n, namespace, depth, system)
         by_vector = vector_channel(index, qv, eligible, depth, system)
-        by_words = self.lexical_channel(query, eligible, n, namespace, depth, system)
+        by_words = words_later.result()
         hits = {h.cell: h for h in (*by_words, *by_vector)}  # a cell in both: the vector channel's version
         cosine = {h.cell: h.score for h in by_vector}
         lexical_only = [h for c, h in hits.items() if c not in cosine]

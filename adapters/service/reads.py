@@ -106,6 +106,16 @@ class Reads:
             self.catch_up_frontier()
             return self.w.reader.timeline(cid, as_of)
 
+    def timelines(self, cids: list[UUID], as_of: int) -> list[Timeline | ProjectedCell | None]:
+        """Several cells' timelines as of ``as_of``, after one catch-up and in one snapshot (a search's
+        results)."""
+        with self.w.lock:
+            self.catch_up_frontier()
+            reader = self.w.reader
+            if isinstance(reader, ProjectionReader):
+                return reader.timelines(cids, as_of)
+            return [reader.timeline(cid, as_of) for cid in cids]
+
     def catch_up_frontier(self) -> None:
         if isinstance(self.w.reader, ProjectionReader):
             self.w.projections["frontier"].catch_up(progress=self.w.progress)

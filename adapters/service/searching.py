@@ -44,8 +44,7 @@ class Searches:
             n, hits = HybridSearch(self.w.vector_search(), self.w.projections["lexical"]).search(
                 query, k, as_of, ns, system=system, lexical=ranking == "hybrid")
         out = []
-        for h in hits:
-            t = self.reads.timeline(UUID(h.cell), n)
+        for h, t in zip(hits, self.reads.timelines([UUID(h.cell) for h in hits], n), strict=True):
             assert t is not None  # an open version implies the cell has events up to n
             matched = next(v.value for v in t.history().versions if v.vid == h.vid)
             out.append(SearchResult(t.view(), h.score, matched))
