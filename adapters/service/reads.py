@@ -113,7 +113,7 @@ class Reads:
             self.catch_up_frontier()
             reader = self.w.reader
             if isinstance(reader, ProjectionReader):
-                return reader.timelines(cids, as_of)
+                return list(reader.timelines(cids, as_of))
             return [reader.timeline(cid, as_of) for cid in cids]
 
     def catch_up_frontier(self) -> None:
