@@ -50,14 +50,15 @@ def gated(rows: list[tuple[str, str, bool]]) -> list[bool]:
 
 def arm(rows: list[tuple[str, str, bool]], asked: list[bool], judge: Judge) -> dict[str, object]:
     """What one judge merges, with the rules first, as ingest runs them."""
-    merged, wrong, seconds, judged = [], [], 0.0, 0
+    merged, wrong, seconds, judged, fallbacks = [], [], 0.0, 0, 0
     for (a, b, same), ask in zip(rows, asked, strict=True):
         verdict = False
         if ask:
             settled = settled_without_judge(a, b)
             t0 = time.perf_counter()
             judged += settled is None
-            verdict = settled[0] if settled is not None else judge(a, b)[0]
+            verdict, why = settled if settled is not None else judge(a, b)
+            fallbacks += "deterministic:" in why  # the model failed or answered out of form
             seconds += time.perf_counter() - t0
         merged.append(verdict)
         if verdict and not same:
@@ -67,7 +68,7 @@ def arm(rows: list[tuple[str, str, bool]], asked: list[bool], judge: Judge) -> d
     return {"near_misses_merged": len(wrong), "near_misses": len(rows) - positives,
             "paraphrases_merged": right, "paraphrases": positives,
             "paraphrase_rate": round(right / positives, 3), "left_by_the_rules_to_the_judge": judged,
-            "judge_seconds": round(seconds, 1),
+            "model_failed_so_the_rule_answered": fallbacks, "judge_seconds": round(seconds, 1),
             "wrong_merges": wrong}
 
 
