@@ -14,6 +14,8 @@
     ├── UnknownProjection       a projection name that does not exist
     ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
     ├── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
+    ├── Unauthorized            a server request without a valid token (missing, unknown or revoked)
+    ├── Forbidden               a credential does not allow this: another namespace, or a write when read-only
     └── MissingExtra            an optional part (a pip extra such as ``llm``) is not installed
 
 Each error carries a one-line message that says what was wrong and where.
@@ -110,6 +112,18 @@ class ReaderNotConfigured(PmemError):
     """The optional LLM reader was asked for but no model server is configured (``PMEM_LLM_BASE``)."""
 
     kind = "reader not configured"
+
+
+class Unauthorized(PmemError):
+    """A request to a server (``pmem serve``, ``pmem mcp``) carried no token, an unknown one or a revoked one."""
+
+    kind = "unauthorized"
+
+
+class Forbidden(PmemError):
+    """The request's credential does not allow it: a namespace outside it, or a write with a read-only one."""
+
+    kind = "forbidden"
 
 
 class MissingExtra(PmemError, ImportError):

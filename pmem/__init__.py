@@ -17,6 +17,7 @@ from pmem.domain.errors import (
     ConflictRetriesExhausted,
     EmbedderBadResponse,
     EmbedderUnavailable,
+    Forbidden,
     InvalidBatch,
     InvalidOperation,
     MissingExtra,
@@ -24,6 +25,7 @@ from pmem.domain.errors import (
     StoreClosed,
     StoreError,
     StoreUnavailable,
+    Unauthorized,
 )
 from pmem.domain.operations import Evidence, Operation, parse_operation
 from pmem.domain.views import CellView, Head, History, Receipt, VersionView
@@ -46,8 +48,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
-    "Evidence", "Head", "History", "InvalidBatch",
+    "Evidence", "Forbidden", "Head", "History", "InvalidBatch",
     "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreClosed", "StoreError",
-    "StoreUnavailable",
+    "StoreUnavailable", "Unauthorized",
     "VersionView", "open", "open_store", "parse_operation",
 ]
