@@ -7,6 +7,7 @@
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── StoreClosed         the store was closed: nothing can be read or written through it any more
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
+    │   ├── RetryConflict       an op_id resent with a different operation; nothing from this call was written
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
     │   ├── EmbedderUnavailable the embedding model cannot be found, verified, loaded or reached
     │   │   └── EmbedderBadResponse  an embedding server answered with something that is not the vectors asked for
@@ -70,6 +71,12 @@ class StoreClosed(StoreError):
 
 class ConflictRetriesExhausted(StoreError):
     """Other writers kept changing the same cells; nothing from this call was written."""
+
+    kind = "conflict"
+
+
+class RetryConflict(StoreError):
+    """An ``op_id`` was resent with a different operation (another key or op) than the one recorded under it."""
 
     kind = "conflict"
 
