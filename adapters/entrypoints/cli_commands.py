@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pmem.adapters.entrypoints import cli_jobs, graph_cli, server_cli
+from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, server_cli
 from pmem.adapters.entrypoints.cli_common import (
     Args,
     Command,
@@ -201,5 +201,6 @@ COMMANDS: tuple[Command, ...] = (
     cli_jobs.DOCTOR,
     cli_jobs.DEMO,
     *server_cli.COMMANDS,
+    mcp_cli.MCP,
 )
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -44,6 +44,12 @@ def _check(args: Args) -> None:
 
 
 def _serve(args: Args, store: Any) -> None:
+    try:
+        import mcp  # noqa: F401  # the server extra: named before anything else happens
+    except ImportError:
+        from pmem.domain.errors import MissingExtra
+
+        raise MissingExtra("mcp", "server") from None
     from pmem.adapters.servers.mcp_access import Access
     from pmem.adapters.servers.mcp_server import build, run_http, run_stdio
 

@@ -26,11 +26,9 @@ INSTRUCTIONS = (
 
 def build(store: Store, access: Access) -> MCPServer:
     """The MCP server over ``store``: the tools of :mod:`.mcp_tools` and the history resource."""
-    from mcp.server.mcpserver import MCPServer
+    from pmem.adapters.servers.mcp_tools import OneLineErrors, register
 
-    from pmem.adapters.servers.mcp_tools import register
-
-    server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = OneLineErrors(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     register(server, access)
     return server
 

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import CallToolResult
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import Field, ValidationError
 
 from pmem.adapters.servers import mcp_text as fmt
 from pmem.adapters.servers.mcp_access import (
@@ -30,7 +30,7 @@ from pmem.adapters.servers.mcp_access import (
 from pmem.adapters.service.guarded import GuardedStore
 from pmem.domain.errors import PmemError
 
-Disclose = Annotated[list[Literal["history", "alternatives", "support"]], Field(
+Disclose = Annotated[list[Literal["history", "alternatives", "support"]] | None, Field(
     description="extra detail: history (earlier values), alternatives (every open claim with trust and "
                 "sources), support (the current value's evidence)")]
 
@@ -59,7 +59,7 @@ class Tools:
         ops = [o.model_dump(exclude_none=True) for o in operations]
         return guarded_call(self.access, ctx, lambda g: _receipts(g.apply(ops, namespace)))
 
-    def get(self, key: Key, ctx: Context, as_of: AsOf = None, disclose: Disclose | None = None,
+    def get(self, key: Key, ctx: Context, as_of: AsOf = None, disclose: Disclose = None,
             namespace: Namespace = None) -> CallToolResult:
         """One fact by key: its current value, and for a contested one every claim with source and trust."""
         modes = sorted({*(disclose or ()), "alternatives", "support"})
@@ -118,6 +118,24 @@ def _receipts(rows: list[dict[str, Any]]) -> CallToolResult:
 
 def _shown(body: Any, render: Callable[[Any], str]) -> CallToolResult:
     return result(body, render(body))
+
+
+class OneLineErrors(MCPServer[Any]):
+    """The SDK's server, with arguments that fail the input schema reported on one line
+    (``Error executing tool get: as_of: Input should be greater than or equal to 0``) instead of
+    pydantic's several lines and link: the model reads what to correct, and nothing else."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+                        ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            cause = e.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}"
+                                 for err in cause.errors())
+            raise ToolError(f"Error executing tool {name}: {problems}") from cause
 
 
 def register(server: MCPServer, access: Access) -> None:
