@@ -115,9 +115,10 @@ class GuardedStore:
         more = len(cells) > limit
         return {"cells": [c.to_dict() for c in page], "next_cursor": page[-1].key if more else None}
 
-    def search(self, q: str, namespace: str | None = None, k: int = 12,
-               as_of: int | None = None) -> list[dict[str, Any]]:
-        return [r.to_dict() for r in self.store.search(q, k, as_of=as_of, namespace=self._readable(namespace))]
+    def search(self, q: str, namespace: str | None = None, k: int = 12, as_of: int | None = None,
+               ranking: str = "hybrid") -> list[dict[str, Any]]:
+        return [r.to_dict() for r in self.store.search(q, k, as_of=as_of, namespace=self._readable(namespace),
+                                                       ranking=ranking)]
 
     def read(self, question: str, namespace: str | None = None, mode: str = "cells", budget: int | None = None,
              as_of: int | None = None, **policy: Any) -> dict[str, Any]:
