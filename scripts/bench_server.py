@@ -15,8 +15,8 @@ and the baseline, the same query through the CLI (``pmem --db STORE get KEY``, `
 ``pmem accept``), a fresh process each, ``--cli-samples`` times one after another: p50, p99 and ops/s,
 with the ratio (CLI p50 / HTTP p50, HTTP ops/s / CLI ops/s).
 
-``mcp_stdio_roundtrip`` is the hook for the MCP ``get`` round trip over stdio (p50); it returns None
-until the MCP server fills it in.
+``mcp_stdio_roundtrip``: the MCP ``get`` round trip over stdio (one ``pmem mcp`` process, the SDK's
+client session), p50, and its ratio to the CLI ``get`` p50 above.
 
 The embedder is ``hashing`` by default: FAISS latency does not depend on the embedder, and 100,000
 cells through the ONNX model take minutes to embed; ``--embedder onnx`` measures with the model (a
@@ -129,8 +129,33 @@ def cli_latencies(db: str, embedder: str, samples: int, args: Callable[[random.R
 
 
 def mcp_stdio_roundtrip(db: str, token: str, cells: int, samples: int) -> list[float] | None:
-    """Seconds of each MCP ``get`` round trip over stdio (``pmem mcp``), or None where not measured."""
-    return None
+    """Seconds of each MCP ``get`` round trip over stdio: one ``pmem mcp`` process (the token in
+    ``PMEM_TOKEN``) driven by the MCP SDK's client session; after 20 warm-up calls, ``samples`` ``get`` tool
+    calls of random cells, each from the request to the decoded result (pipes, tool, store read, text)."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    rng, warmup = random.Random(7), 20
+    out: list[float] = []
+
+    async def run() -> None:
+        params = StdioServerParameters(command=PMEM_BIN, args=["--db", db, "--namespace", "bench", "mcp"],
+                                       env={"PMEM_TOKEN": token})
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            for n in range(warmup + samples):
+                i = rng.randrange(cells)
+                t = time.perf_counter()
+                result = await session.call_tool("get", {"key": f"item {i}"})
+                elapsed = time.perf_counter() - t
+                if result.is_error or result.content[0].text != f"item_{i} = value {i}":
+                    raise SystemExit(f"pmem mcp get item {i}: {result.content}")
+                if n >= warmup:
+                    out.append(elapsed)
+
+    anyio.run(run)
+    return out
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -158,8 +183,9 @@ def measure(db: str, token: str, url: str, a: argparse.Namespace) -> dict[str, A
     cli_ops_s = len(cli_ops) / sum(cli_ops)
     res["ops"] = {"http_ops_per_s": http_ops, "http_p50_ms": pct(ops_lat, 0.5), "cli_ops_per_s": cli_ops_s,
                   "ratio": http_ops / cli_ops_s}
-    mcp = mcp_stdio_roundtrip(db, token, cells, a.cli_samples * 5)
+    mcp = mcp_stdio_roundtrip(db, token, cells, a.cli_samples * 25)
     res["mcp_get_stdio_p50_ms"] = None if mcp is None else pct(mcp, 0.5)
+    res["mcp_get_stdio_ratio_p50"] = None if mcp is None else pct(cli_get, 0.5) / pct(mcp, 0.5)  # CLI / MCP
     return res
 
 
