@@ -5,7 +5,8 @@
 - ``pmem keys list``: every credential (JSON lines, never a token or hash); ``pmem keys revoke KEY_ID``.
 - ``pmem serve [--host 127.0.0.1] [--port 8765] [--workers N] [--insecure-local]``: the HTTP API
   (:mod:`pmem.adapters.servers.http_api`) until SIGTERM/SIGINT. With no active credential in the store it
-  refuses to start unless ``--insecure-local``, which serves without tokens and binds only 127.0.0.1.
+  refuses to start unless ``--insecure-local``, which serves without tokens and binds only 127.0.0.1;
+  with one, it refuses ``--insecure-local``.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def _serve(args: Args) -> int:
     if not active and not args.insecure_local:
         raise UsageError("no active credential in the store: create one with `pmem keys add`, or serve "
                          "without tokens on 127.0.0.1 with --insecure-local")
+    if active and args.insecure_local:  # callers without a token would get past the store's credentials
+        raise UsageError("--insecure-local serves without tokens, but the store has active credentials: "
+                         "serve without it (or revoke them)")
     _embedder_env(args)
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
     if args.workers > 1:

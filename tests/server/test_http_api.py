@@ -190,3 +190,6 @@ def test_insecure_local_rules(tmp_path: Path) -> None:
         r = httpx.post(f"{url}/v1/ops", json=[{"op": "accept", "key": "k", "value": "v", "trust": 100}])
         assert r.status_code == 200 and "trust_capped" not in r.json()[0]  # no credential, no rewriting
         assert httpx.get(f"{url}/v1/cells/k").json()["value"] == "v"
+    add_key(db, "ns", source="s", max_trust=50)
+    keyed = serve("--insecure-local")
+    assert keyed.returncode == 2 and "active credentials" in keyed.stderr
