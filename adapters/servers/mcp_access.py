@@ -99,8 +99,10 @@ def guarded_call(access: Access, ctx: Context, work: Callable[[GuardedStore], Ca
 
 
 class BearerGate:
-    """ASGI: a request without a live token is answered 401 ``{"error","detail"}`` (unless insecure local
-    and no token sent); the rest go to the SDK's app, which authenticates again per tool call."""
+    """ASGI: a request without a live token is answered 401 (503 when the credentials cannot be read)
+    before the SDK sees it, with a JSON-RPC error whose message is the one-line reason, which MCP
+    clients show as the error of the call; the rest go to the SDK's app, which authenticates again per
+    tool call. On an ``--insecure-local`` server a request without a token passes."""
 
     def __init__(self, app: Any, access: Access) -> None:
         self.app, self.access = app, access
@@ -111,18 +113,21 @@ class BearerGate:
             try:
                 self.access.guarded(headers)
             except Unauthorized as e:
-                await _refuse(send, 401, "unauthorized", str(e))
+                await _refuse(send, 401, UNAUTHORIZED, f"Unauthorized: {e}")
                 return
             except PmemError as e:
-                await _refuse(send, 503, e.kind, str(e))
+                await _refuse(send, 503, UNAVAILABLE, f"{type(e).__name__}: {e}")
                 return
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Any, status: int, error: str, detail: str) -> None:
+UNAUTHORIZED, UNAVAILABLE = -32001, -32002  # JSON-RPC server-defined error codes
+
+
+async def _refuse(send: Any, status: int, code: int, message: str) -> None:
     import orjson
 
-    body = orjson.dumps({"error": error, "detail": detail})
+    body = orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
     await send({"type": "http.response.body", "body": body})
