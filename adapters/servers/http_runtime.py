@@ -4,6 +4,7 @@ status :func:`status_of` gives)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -88,7 +89,10 @@ class Runtime:
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     from fastapi import Response
 
-    body = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    try:
+        body = orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # what orjson cannot write (an integer past 64 bits echoed from a body)
+        body = json.dumps(obj, default=str).encode()
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 

@@ -84,7 +84,7 @@ class GuardedStore:
                 raise InvalidBatch(f"a record must be a string or an object, got {type(r).__name__}", line=n)
         capped = {n: r["trust"] for n, r in enumerate(records, 1)
                   if isinstance(r, Mapping) and self._over_cap(r.get("trust"))}
-        data = b"\n".join(orjson.dumps(self._record(r), option=orjson.OPT_NON_STR_KEYS) for r in records)
+        data = b"\n".join(_line(self._record(r), n) for n, r in enumerate(records, 1))
         ingestor = Ingestor(_Rewriting(self, ns), make_extractor("template", None, "jsonl"),  # type: ignore[arg-type]
                             source=self.credential.source if self.credential else "http")
         receipts = []
@@ -222,6 +222,14 @@ class GuardedStore:
                 if (first.key, first.requested) != (op.key, op.op):
                     raise RetryConflict(f"op_id {op_id!r} was recorded for {first.requested} {first.key!r} "
                                         f"(event {index}), not {op.op} {op.key!r}")
+
+
+def _line(record: Any, n: int) -> bytes:
+    """One record as an ingest JSON line; a value JSON cannot carry (an integer past 64 bits) is bad input."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as e:
+        raise InvalidBatch(f"a record cannot be read: {e}", line=n) from None
 
 
 class _Rewriting:
