@@ -149,6 +149,15 @@ def test_stdio_tools_remember_get_cap_namespace_resource_as_of_and_bad_input(key
             assert (text(now), text(then)) == ("5k_pb = 24:59", "5k_pb = 25:50")
             read = await s.call_tool("read", {"question": "what is my 5k pb?", "k": 1})
             assert text(read) == "5k_pb = 24:59" and read.structured_content["items"] == ["5k_pb"]
+            await s.call_tool("apply", {"operations": [{"op": "contest", "key": "home city", "value": f"Evil {i}",
+                                                         "trust": 10} for i in range(30)]})
+            flooded = "home_city = Porto (agent-a, trust 60)  [contested: +30 lower-trust claims]"
+            assert text(await s.call_tool("get", {"key": "home city"})) == flooded
+            assert text(await s.call_tool("read", {"question": "home city", "k": 1})) == flooded
+            assert text(await s.call_tool("read", {"question": "home city", "k": 1, "min_trust": 50})) == \
+                "home_city = Porto"
+            every = await s.call_tool("read", {"question": "home city", "k": 1, "all_alternatives": True})
+            assert text(every).count("(agent-a, trust 10)") == 30
             templates = (await s.list_resource_templates()).resource_templates
             assert [t.uri_template for t in templates] == ["pmem://history/{namespace}/{key}"]
             res = await s.read_resource("pmem://history/a/5k_pb")
