@@ -61,6 +61,20 @@ async def call(session: ClientSession, tool_call: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": tool_call.id, "content": content}
 
 
+def written_call(content: str | None, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A tool call the model wrote as text (``{"name": ..., "arguments": {...}}``, maybe in a code fence),
+    as small models do when their server does not parse tool calls; None when the text is an answer."""
+    text = (content or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    names = {t["function"]["name"] for t in tools}
+    if isinstance(obj, dict) and obj.get("name") in names and isinstance(obj.get("arguments"), dict):
+        return {"name": obj["name"], "arguments": {k: v for k, v in obj["arguments"].items() if v is not None}}
+    return None
+
+
 async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,
               completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS) -> str:
     """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``."""
@@ -75,10 +89,15 @@ async def ask(question: str, *, db: str, model: str, api_base: str | None = None
             response = await completion(model=model, messages=messages, tools=tools, api_base=api_base,
                                         api_key=os.environ.get("PMEM_LLM_KEY", "none"))
             message = response.choices[0].message
-            if not message.tool_calls:
+            written = None if message.tool_calls else written_call(message.content, tools)
+            if not message.tool_calls and written is None:
                 return str(message.content or "")
             messages.append(message.model_dump(exclude_none=True))
-            for tool_call in message.tool_calls:
+            if written is not None:  # no tool-call parsing on the server: answer as the user
+                result = await session.call_tool(written["name"], written["arguments"])
+                text = "\n".join(c.text for c in result.content if c.type == "text")
+                messages.append({"role": "user", "content": f"Result of {written['name']}: {text}"})
+            for tool_call in message.tool_calls or ():
                 messages.append(await call(session, tool_call))
     return "(no answer: the model kept calling tools)"
 

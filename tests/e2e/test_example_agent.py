@@ -67,6 +67,20 @@ def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path
         assert store.get("5k pb").value == "25:50"
 
 
+def test_a_tool_call_written_as_text_is_run_too(tmp_path: Path) -> None:
+    """A small model whose server does not parse tool calls writes the call as JSON text: it is run, and the
+    result goes back to the model as the next user turn."""
+    agent = load_agent()
+    written = json.dumps({"name": "remember", "arguments": {"text": "My 5K PB is now 25:50.", "namespace": None}})
+    model = ScriptedModel([{"mock_response": f"```json\n{written}\n```"}, {"mock_response": "Noted: 25:50."}])
+    answer = asyncio.run(agent.ask("My 5K PB is now 25:50.", db=str(tmp_path / "mem.db"), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    assert answer == "Noted: 25:50."
+    assert model.sent[1]["messages"][-1] == {"role": "user",
+                                             "content": "Result of remember: #1 accept 5k_pb -> 25:50 (active)"}
+    assert agent.written_call("Your PB is 25:50.", model.sent[0]["tools"]) is None
+
+
 def test_mcp_tools_become_openai_function_tools() -> None:
     agent = load_agent()
 
