@@ -109,7 +109,10 @@ def _serve(args: Args) -> int:
         raise UsageError("--insecure-local serves without tokens, but the store has active credentials: "
                          "serve without it (or revoke them)")
     _embedder_env(args)
-    common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False}
+    from pmem.adapters.servers.http_protocol import NoDelayProtocol
+
+    common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False,
+              "http": NoDelayProtocol}
     if args.workers > 1:
         os.environ[ENV_DB], os.environ[ENV_INSECURE] = args.db, "1" if args.insecure_local else "0"
         uvicorn.run(FACTORY, factory=True, workers=args.workers, **common)
