@@ -162,12 +162,12 @@ def test_an_op_id_resent_with_another_operation_is_409(served: Served) -> None:
 def test_revocation_stops_the_token_in_every_server_process(tmp_path: Path) -> None:
     db = str(tmp_path / "mem.db")
     key = add_key(db, "ns", source="s", max_trust=50)
-    with serving(db) as one, serving(db) as two:
+    with serving(db) as one, serving(db, "--workers", "2") as two:  # three processes: one, and two workers
         for url in (one, two):
             assert httpx.get(f"{url}/v1/stats", headers=bearer(key["token"])).status_code == 200
         out = pmem(db, "keys", "revoke", key["key_id"])
         assert out.returncode == 0 and '"revoked_at":"' in out.stdout, out.stderr
-        for url in (one, two):  # the very next request, in each process
+        for url in (one, two, two, two):  # the next request in each process (three to the workers)
             r = httpx.get(f"{url}/v1/stats", headers=bearer(key["token"]))
             assert r.status_code == 401 and "revoked" in r.json()["detail"]
     audit = pmem(db, "keys", "list")
