@@ -7,6 +7,7 @@
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── StoreClosed         the store was closed: nothing can be read or written through it any more
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
+    │   ├── RetryConflict       an op_id resent with a different operation; nothing from this call was written
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
     │   ├── EmbedderUnavailable the embedding model cannot be found, verified, loaded or reached
     │   │   └── EmbedderBadResponse  an embedding server answered with something that is not the vectors asked for
@@ -14,6 +15,8 @@
     ├── UnknownProjection       a projection name that does not exist
     ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
     ├── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
+    ├── Unauthorized            a server request without a valid token (missing, unknown or revoked)
+    ├── Forbidden               a credential does not allow this: another namespace, or a write when read-only
     └── MissingExtra            an optional part (a pip extra such as ``llm``) is not installed
 
 Each error carries a one-line message that says what was wrong and where.
@@ -72,6 +75,12 @@ class ConflictRetriesExhausted(StoreError):
     kind = "conflict"
 
 
+class RetryConflict(StoreError):
+    """An ``op_id`` was resent with a different operation (another key or op) than the one recorded under it."""
+
+    kind = "conflict"
+
+
 class WorkerAlreadyRunning(StoreError):
     """A projection already has a live worker process; a second one would only contend for it."""
 
@@ -110,6 +119,18 @@ class ReaderNotConfigured(PmemError):
     """The optional LLM reader was asked for but no model server is configured (``PMEM_LLM_BASE``)."""
 
     kind = "reader not configured"
+
+
+class Unauthorized(PmemError):
+    """A request to a server (``pmem serve``, ``pmem mcp``) carried no token, an unknown one or a revoked one."""
+
+    kind = "unauthorized"
+
+
+class Forbidden(PmemError):
+    """The request's credential does not allow it: a namespace outside it, or a write with a read-only one."""
+
+    kind = "forbidden"
 
 
 class MissingExtra(PmemError, ImportError):

@@ -17,13 +17,16 @@ from pmem.domain.errors import (
     ConflictRetriesExhausted,
     EmbedderBadResponse,
     EmbedderUnavailable,
+    Forbidden,
     InvalidBatch,
     InvalidOperation,
     MissingExtra,
     PmemError,
+    RetryConflict,
     StoreClosed,
     StoreError,
     StoreUnavailable,
+    Unauthorized,
 )
 from pmem.domain.operations import Evidence, Operation, parse_operation
 from pmem.domain.views import CellView, Head, History, Receipt, VersionView
@@ -46,8 +49,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
-    "Evidence", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreClosed", "StoreError",
-    "StoreUnavailable",
+    "Evidence", "Forbidden", "Head", "History", "InvalidBatch",
+    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "RetryConflict", "Store", "StoreClosed",
+    "StoreError",
+    "StoreUnavailable", "Unauthorized",
     "VersionView", "open", "open_store", "parse_operation",
 ]

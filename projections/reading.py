@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pmem.domain.views import CellView
+from pmem.domain.state import ALTERNATIVE, OPEN
+from pmem.domain.views import CellView, VersionView
 
 TokenCount = Callable[[str], int]
 
@@ -25,32 +26,86 @@ _PAST_OR_AGGREGATE = re.compile(
     r"how many times|how often|list|every|changed?|formerly|prior)\b", re.I)
 
 
-def render_cell(cell: CellView, disclose: Iterable[str] = ()) -> str:
-    """One cell, current value first: ``key = value``, ``  [contested: a | b]`` when contested, and
-    one indented line per disclosure asked for (history newest first, alternatives, support)."""
+ALTERNATIVES = ("summary", "all")  # how a cell's open alternatives are listed (docs/reading.md#flooding)
+
+
+def render_cell(cell: CellView, disclose: Iterable[str] = (), *, alternatives: str = "summary",
+                min_trust: int | None = None) -> str:
+    """One cell, current value first: ``key = value``, then for a contested cell the head's and every
+    alternative's source and trust, ``  [contested: b (watch, trust 50) | +3 lower-trust claims]``, and one
+    indented line per disclosure asked for (history newest first, alternatives, support).
+
+    Alternatives whose trust is below the head's are counted, not listed, unless ``alternatives="all"``:
+    a low-trust caller can add claims without bound, and must not fill the context with them. Versions
+    below ``min_trust`` are left out altogether. A view without its versions renders the bare form."""
     modes = frozenset(disclose)
-    line = f"{cell.key} = {cell.value if cell.value is not None else '(empty)'}"
-    if cell.status == "contested" and cell.alternatives:
-        line += f"  [contested: {' | '.join(cell.alternatives)}]"
-    lines = [line]
+    shown, hidden = listed_alternatives(cell, alternatives, min_trust)
+    lines = [_head_line(cell, shown, hidden, min_trust)]
     if "history" in modes:
-        closed = sorted((v for v in cell.versions if v.closed_at is not None),
+        closed = sorted((v for v in cell.versions if v.closed_at is not None and _reaches(v, min_trust)),
                         key=lambda v: v.closed_at or 0, reverse=True)
         if closed:
             lines.append("  history: " + "; ".join(f"{v.value} ({v.status})" for v in closed))
-    if "alternatives" in modes:
-        alts = [v for v in cell.versions if v.status == "alternative"]
-        if alts:
-            lines.append("  alternatives: " + "; ".join(
-                f"{v.value} (trust {v.trust}, support {v.support}{_sources(v.sources)})" for v in alts))
-    if "support" in modes and cell.head is not None:
+    if "alternatives" in modes and (shown or hidden):
+        lines.append("  alternatives: " + "; ".join(
+            [f"{v.value} (trust {v.trust}, support {v.support}{_sources(v.sources)})" for v in shown]
+            + _more(hidden)))
+    if "support" in modes and cell.head is not None and _reaches(cell.head, min_trust):
         h = cell.head
         lines.append(f"  support: {h.support} (trust {h.trust}{_sources(h.sources)})")
     return "\n".join(lines)
 
 
+def readable(cell: CellView, min_trust: int | None) -> bool:
+    """Whether a cell has anything to show under ``min_trust``: its head or an open alternative reaches
+    it (a view without versions is taken as it is)."""
+    if min_trust is None or not cell.versions:
+        return True
+    return any(v.status in OPEN and v.trust >= min_trust for v in cell.versions)
+
+
+def listed_alternatives(cell: CellView, alternatives: str = "summary",
+                        min_trust: int | None = None) -> tuple[list[VersionView], int]:
+    """(listed, summarised): the open alternatives at or above ``min_trust``, best first, and how many
+    of them are below the head's trust and so only counted (none with ``alternatives="all"``)."""
+    alts = sorted((v for v in cell.versions if v.status == ALTERNATIVE and _reaches(v, min_trust)),
+                  key=lambda v: (-v.trust, -v.support, v.value))
+    head = cell.head
+    if alternatives == "all" or head is None:
+        return alts, 0
+    listed = [v for v in alts if v.trust >= head.trust]
+    return listed, len(alts) - len(listed)
+
+
+def _head_line(cell: CellView, shown: Sequence[VersionView], hidden: int, min_trust: int | None) -> str:
+    value = cell.value if cell.value is not None else "(empty)"
+    head = cell.head
+    if not cell.versions or head is None:  # a bare view: no trust to show
+        line = f"{cell.key} = {value}"
+        if cell.status == "contested" and cell.alternatives:
+            line += f"  [contested: {' | '.join(cell.alternatives)}]"
+        return line
+    if not shown and not hidden:
+        return f"{cell.key} = {value}" if _reaches(head, min_trust) else f"{cell.key} = (empty)"
+    first = _claim(head) if _reaches(head, min_trust) else f"(no claim with trust >= {min_trust})"
+    return f"{cell.key} = {first}  [contested: {' | '.join([_claim(v) for v in shown] + _more(hidden))}]"
+
+
+def _claim(v: VersionView) -> str:
+    """A value with who said it and how much it is trusted: ``B (attacker, trust 10)``."""
+    return f"{v.value} ({''.join(s + ', ' for s in v.sources)}trust {v.trust})"
+
+
+def _more(hidden: int) -> list[str]:
+    return [f"+{hidden} lower-trust claim{'s' if hidden != 1 else ''}"] if hidden else []
+
+
 def _sources(sources: Sequence[str]) -> str:
     return f", sources: {', '.join(sources)}" if sources else ""
+
+
+def _reaches(v: VersionView, min_trust: int | None) -> bool:
+    return min_trust is None or v.trust >= min_trust
 
 
 def asks_current(question: str) -> bool:

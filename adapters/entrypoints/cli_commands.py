@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pmem.adapters.entrypoints import cli_jobs, graph_cli
+from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, server_cli
 from pmem.adapters.entrypoints.cli_common import (
     Args,
     Command,
@@ -162,16 +162,23 @@ def _add_read(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, default=12, help="how many cells or turns to retrieve (default 12)")
     p.add_argument("--as-of", dest="as_of", type=int, help="read as of this event index")
     p.add_argument("--system", action="store_true", help="also P-Mem's own cells (_alias.* and other _ keys)")
+    p.add_argument("--all-alternatives", dest="alternatives", action="store_const", const="all",
+                   default="summary", help="list every alternative (default: those below the head's trust "
+                   "are only counted, '+N lower-trust claims')")
+    p.add_argument("--min-trust", dest="min_trust", type=int,
+                   help="leave out versions, cells and turns whose trust is below N (0-100)")
 
 
 def _check_read(args: Args) -> None:
     check_k(args)
     check_number("--budget", args.budget, "a positive number of tokens", 1)
+    check_number("--min-trust", args.min_trust, "a trust from 0 to 100", 0)
 
 
 def _read(args: Args, store: Any) -> None:
     emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
-                    disclose=args.disclose.split(","), as_of=args.as_of, system=args.system).to_dict())
+                    disclose=args.disclose.split(","), as_of=args.as_of, system=args.system,
+                    alternatives=args.alternatives, min_trust=args.min_trust).to_dict())
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -193,5 +200,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
     cli_jobs.DOCTOR,
     cli_jobs.DEMO,
+    *server_cli.COMMANDS,
+    mcp_cli.MCP,
 )
 BY_NAME = {c.name: c for c in COMMANDS}

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.extraction.key_identity import ALIAS_PREFIX, is_system_key
-from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, render_cell
+from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, readable, render_cell
 
 if TYPE_CHECKING:
     from pmem.domain.views import CellView, History
@@ -82,6 +83,16 @@ class TokenCounter:
 SHARED_COUNTER = TokenCounter()  # one tokenizer per process, loaded on first count
 
 
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How a cells read renders: the disclosures, whether every alternative is listed (``all``) or those
+    below the head's trust only counted (``summary``), and the trust below which versions are left out."""
+
+    disclose: frozenset[str] = frozenset()
+    alternatives: str = "summary"
+    min_trust: int | None = None
+
+
 class LookupPlanner(Protocol):
     """Decides the next follow-up lookup from the question and the context so far (None: enough)."""
 
@@ -109,53 +120,62 @@ class Reader:
         self.planner = planner
 
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_L, budget: int | None = None,
-             disclose: Iterable[str] = (), as_of: int | None = None, namespace: str | None = None) -> ReadResult:
+             disclose: Iterable[str] = (), as_of: int | None = None, namespace: str | None = None,
+             alternatives: str = "summary", min_trust: int | None = None) -> ReadResult:
         """The context an agent receives for ``question`` (see the module docstring)."""
         if mode not in MODES:
             raise InvalidOperation(f"unknown read mode {mode!r} (expected cells or turns)", field="mode")
         if budget is not None and (isinstance(budget, bool) or budget < 1):
             raise InvalidOperation(f"budget must be a positive number of tokens, got {budget!r}", field="budget")
+        policy = Policy(frozenset(m.strip() for m in disclose if m.strip()), alternatives, min_trust)
         if mode == "cells":
-            return self.read_cells(question, k=k, budget=budget, disclose=disclose, as_of=as_of, namespace=namespace)
-        return self.read_turns(question, k=k, budget=budget, as_of=as_of, namespace=namespace)
+            return self.read_cells(question, k=k, budget=budget, policy=policy, as_of=as_of, namespace=namespace)
+        return self.read_turns(question, k=k, budget=budget, as_of=as_of, namespace=namespace, min_trust=min_trust)
 
     # -- cells ---------------------------------------------------------------
     def read_cells(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
-                   disclose: Iterable[str] = (), as_of: int | None = None,
+                   policy: Policy | None = None, as_of: int | None = None,
                    namespace: str | None = None) -> ReadResult:
-        modes = frozenset(m.strip() for m in disclose if m.strip())
+        policy = policy or Policy()
         keys: list[str] = []
         blocks: list[str] = []
-        self._add_cells(question, k, keys, blocks, modes, as_of, namespace)
+        self._add_cells(question, k, keys, blocks, policy, as_of, namespace)
         lookups: list[str] = []
         while self.planner is not None and len(lookups) < MAX_LOOKUPS:
             query = self.planner.next_lookup(question, "\n".join(fit_budget(blocks, budget, self.count)))
             if not query or not query.strip():
                 break
             lookups.append(query.strip())
-            self._add_cells(query, LOOKUP_CELLS, keys, blocks, modes, as_of, namespace)
+            self._add_cells(query, LOOKUP_CELLS, keys, blocks, policy, as_of, namespace)
         kept = fit_budget(blocks, budget, self.count)
         context = "\n".join(kept)
         return ReadResult(question, "cells", context, self.count(context), tuple(keys[:len(kept)]),
                           lookups=tuple(lookups))
 
-    def _add_cells(self, query: str, n: int, keys: list[str], blocks: list[str], modes: frozenset[str],
+    def _add_cells(self, query: str, n: int, keys: list[str], blocks: list[str], policy: Policy,
                    as_of: int | None, namespace: str | None) -> None:
-        """Append the ``n`` best cells for ``query`` not already read."""
+        """Append the ``n`` best cells for ``query`` not already read (and readable under the policy)."""
         seen = set(keys)
         hits = self.store.search(query, n + len(seen), as_of=as_of, namespace=namespace)
         fresh = [h.cell for h in hits
                  if h.cell.key not in seen and (self.system or not is_system_key(h.cell.key))][:n]
-        if modes:  # disclosures need the versions: read each cell again with them
-            fresh = [self.store.get(c.key, as_of=as_of, disclose=modes, namespace=namespace) for c in fresh]
+        # Trust lives on the versions: read a cell again with them when it is contested (its claims are
+        # marked with source and trust), when a disclosure needs them, or when min_trust must be judged.
+        full = policy.disclose or frozenset({"alternatives"})
+        fresh = [self.store.get(c.key, as_of=as_of, disclose=full, namespace=namespace)
+                 if policy.disclose or policy.min_trust is not None or c.status == "contested" else c
+                 for c in fresh]
         for c in fresh:
-            keys.append(c.key)
-            blocks.append(render_cell(c, modes))
+            if readable(c, policy.min_trust):
+                keys.append(c.key)
+                blocks.append(render_cell(c, policy.disclose, alternatives=policy.alternatives,
+                                          min_trust=policy.min_trust))
 
     # -- turns ---------------------------------------------------------------
     def read_turns(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
-                   as_of: int | None = None, namespace: str | None = None) -> ReadResult:
-        turns = self.turns(as_of=as_of, namespace=namespace)
+                   as_of: int | None = None, namespace: str | None = None,
+                   min_trust: int | None = None) -> ReadResult:
+        turns = self.turns(as_of=as_of, namespace=namespace, min_trust=min_trust)
         top = self.rank(question, turns, k)
         supersedes = self._supersedes({t.cell for t in top if t.cell is not None}, as_of, namespace)
         kept, pruned = prune_turns(top, supersedes, question)
@@ -165,13 +185,16 @@ class Reader:
                           tuple(str(t.index) for t in kept[:len(blocks)]),
                           pruned=tuple(str(t.index) for t in pruned), gated=bool(pruned) or _gate(question))
 
-    def turns(self, *, as_of: int | None = None, namespace: str | None = None) -> list[Turn]:
+    def turns(self, *, as_of: int | None = None, namespace: str | None = None,
+              min_trust: int | None = None) -> list[Turn]:
         """Every observation of the namespace that carries text, once per distinct text (first arrival),
-        with the version it wrote (``vid``) or supported (``target``)."""
+        with the version it wrote (``vid``) or supported (``target``); below ``min_trust``, none."""
         out: dict[str, Turn] = {}
         for e in self.store.log(namespace=namespace, as_of=as_of):
             text = e.get("text")
             if not text or text in out or (not self.system and e["key"].startswith(ALIAS_PREFIX)):
+                continue
+            if min_trust is not None and e.get("trust", 0) < min_trust:
                 continue
             vid = e.get("vid") if e.get("vid") is not None else e.get("target")
             out[text] = Turn(e["event_index"], text, e["key"] if e.get("applied") else None,

@@ -51,17 +51,25 @@ class Searches:
         return out
 
     def read(self, memory: Any, question: str, *, mode: str, k: int, budget: int | None,
-             disclose: Iterable[str], as_of: int | None, namespace: str | None) -> ReadResult:
+             disclose: Iterable[str], as_of: int | None, namespace: str | None,
+             alternatives: str = "summary", min_trust: int | None = None) -> ReadResult:
         """The context for ``question``, read through ``memory`` (the store: see :mod:`.reader`)."""
         from pmem.adapters.service.reader import MODES, Reader
+        from pmem.projections.reading import ALTERNATIVES
 
         question, k = checked_text(question, "question"), checked_k(k)
         if not isinstance(mode, str) or mode not in MODES:
             raise InvalidOperation(f"unknown read mode {shown(mode)} (expected cells or turns)", field="mode")
+        if not isinstance(alternatives, str) or alternatives not in ALTERNATIVES:
+            raise InvalidOperation(f"unknown alternatives {shown(alternatives)} (expected summary or all)",
+                                   field="alternatives")
         budget = optional_count(budget, "budget", "a positive number of tokens", minimum=1)
+        min_trust = optional_count(min_trust, "min_trust", "a trust from 0 to 100")
+        if min_trust is not None and min_trust > 100:
+            raise InvalidOperation(f"min_trust must be a trust from 0 to 100, got {min_trust}", field="min_trust")
         as_of, ns = checked_as_of(as_of), self.reads.namespace(namespace)
         return Reader(memory).read(question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose),
-                                   as_of=as_of, namespace=ns)
+                                   as_of=as_of, namespace=ns, alternatives=alternatives, min_trust=min_trust)
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None) -> EntityGraph:

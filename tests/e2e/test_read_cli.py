@@ -30,7 +30,7 @@ def test_read_discloses_history_and_shows_contested_claims(db_path: Path) -> Non
     (r,) = ok(db_path, "read", "5k pb", "-k", "1", "--disclose", "history")
     assert r["context"] == "5k_pb = 25:50\n  history: 27:12 (superseded)"
     (r,) = ok(db_path, "read", "home city", "-k", "1")
-    assert r["context"] == "home_city = Porto  [contested: Lyon]"
+    assert r["context"] == "home_city = Porto (trust 50)  [contested: Lyon (trust 50)]"
 
 
 def test_read_turns_prunes_the_superseded_turn_for_a_current_value_question(db_path: Path) -> None:
@@ -93,3 +93,18 @@ def test_the_docs_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
                 assert got[field] == json.loads(value), (field, got)
         else:
             assert got == json.loads(shown)
+
+
+def test_read_counts_lower_trust_claims_and_min_trust_leaves_them_out(db_path: Path) -> None:
+    ok(db_path, "accept", "home city", "Porto", "--source", "user", "--trust", "90")
+    for city in ("Lyon", "Oslo"):
+        ok(db_path, "contest", "home city", city, "--source", "attacker", "--trust", "10")
+    (r,) = ok(db_path, "read", "home city", "-k", "1")
+    assert r["context"] == "home_city = Porto (user, trust 90)  [contested: +2 lower-trust claims]"
+    (r,) = ok(db_path, "read", "home city", "-k", "1", "--all-alternatives")
+    assert r["context"] == ("home_city = Porto (user, trust 90)  "
+                            "[contested: Lyon (attacker, trust 10) | Oslo (attacker, trust 10)]")
+    (r,) = ok(db_path, "read", "home city", "-k", "1", "--min-trust", "50")
+    assert r["context"] == "home_city = Porto"
+    bad = pmem(db_path, "read", "home city", "--min-trust", "101")
+    assert bad.returncode == 2 and "min_trust must be a trust from 0 to 100" in error(bad)["detail"]

@@ -51,7 +51,7 @@ def test_a_cell_read_gives_the_current_value_and_never_the_superseded_one(store:
 
 def test_a_contested_cell_shows_both_claims_and_disclosure_shows_the_history(store: pmem.Store) -> None:
     r = store.read("Which room is the meeting in?", k=1)
-    assert r.context == "meeting_room = room A  [contested: room B]"
+    assert r.context == "meeting_room = room A (trust 50)  [contested: room B (trust 50)]"
     r = store.read("What is my 5K PB?", k=1, disclose=["history", "support"])
     assert r.context.splitlines() == ["5k_pb = 25:50", "  history: 27:12 (superseded)",
                                       "  support: 0 (trust 50, sources: race)"]

@@ -31,6 +31,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "pmem.adapters.service": {"pmem.adapters.storage", "pmem.adapters.eventstore", "pmem.adapters.readmodels",
                               "pmem.adapters.search", "pmem.adapters.embedders", "pmem.adapters.llm",
                               "pmem.adapters.graph", "pmem.adapters.sources", "pmem.adapters.progress"},
+    "pmem.adapters.servers": {"pmem.adapters.service"},
 }
 CORE = {"pmem.domain", "pmem.projections"}
 IO_LIBRARIES = {"sqlite3", "sqlite_utils", "faiss", "litellm", "onnxruntime", "orjson", "socket", "subprocess",

@@ -9,6 +9,7 @@ from pmem.projections.reading import (
     asks_current,
     fit_budget,
     prune_turns,
+    readable,
     render_cell,
     superseded_turns,
     tail_that_fits,
@@ -37,8 +38,53 @@ def test_a_cell_renders_current_value_first_on_one_line() -> None:
     assert render_cell(cell) == "home_city = Porto"
 
 
-def test_a_contested_cell_appends_its_alternatives() -> None:
-    assert render_cell(PB) == "5k_pb = 25:50  [contested: 24:59]"
+def test_a_contested_cell_appends_its_alternatives_each_marked_with_source_and_trust() -> None:
+    assert render_cell(PB) == "5k_pb = 25:50 (race, trust 50)  [contested: 24:59 (watch, trust 50)]"
+
+
+def test_a_view_without_versions_renders_the_bare_form() -> None:
+    cell = CellView("default", "room", "A", "contested", ("B",))
+    assert render_cell(cell) == "room = A  [contested: B]"
+
+
+def claim(vid: int, value: str, trust: int, source: str = "attacker", status: str = "alternative") -> VersionView:
+    return VersionView(vid, value, status, None, None, ((vid, None),), trust, 0, (source,), ())
+
+
+FLOODED = CellView("default", "iban", "DE89", "contested", tuple(f"EVIL{i}" for i in range(12)) + ("DE00",), (
+    claim(0, "DE89", 90, "bank", "contested"), claim(1, "DE00", 90, "branch"),
+    *(claim(i + 2, f"EVIL{i}", 10) for i in range(12))))
+
+
+def test_alternatives_below_the_head_trust_are_counted_not_listed() -> None:
+    assert render_cell(FLOODED) == ("iban = DE89 (bank, trust 90)  "
+                                    "[contested: DE00 (branch, trust 90) | +12 lower-trust claims]")
+    lines = render_cell(FLOODED, {"alternatives"}).splitlines()
+    assert lines[1] == "  alternatives: DE00 (trust 90, support 0, sources: branch); +12 lower-trust claims"
+
+
+def test_every_alternative_is_listed_when_asked_best_trust_first() -> None:
+    line = render_cell(FLOODED, alternatives="all")
+    assert line.count("(attacker, trust 10)") == 12 and "lower-trust" not in line
+    assert line.index("DE00") < line.index("EVIL0")
+
+
+def test_min_trust_leaves_out_the_versions_below_it() -> None:
+    assert render_cell(FLOODED, min_trust=50) == "iban = DE89 (bank, trust 90)  [contested: DE00 (branch, trust 90)]"
+    assert render_cell(FLOODED, min_trust=95) == "iban = (empty)"
+    assert not readable(FLOODED, 95) and readable(FLOODED, 90) and readable(FLOODED, None)
+
+
+def test_a_head_below_min_trust_is_not_shown_but_a_trusted_alternative_is() -> None:
+    cell = CellView("default", "iban", "EVIL", "contested", ("DE89",),
+                    (claim(0, "EVIL", 10, status="contested"), claim(1, "DE89", 90, "bank")))
+    assert render_cell(cell, min_trust=50) == "iban = (no claim with trust >= 50)  [contested: DE89 (bank, trust 90)]"
+    assert render_cell(cell) == "iban = EVIL (attacker, trust 10)  [contested: DE89 (bank, trust 90)]"
+
+
+def test_one_lower_trust_claim_is_singular() -> None:
+    cell = CellView("default", "k", "v", "contested", ("w",), (claim(0, "v", 60, "a", "contested"), claim(1, "w", 5)))
+    assert render_cell(cell) == "k = v (a, trust 60)  [contested: +1 lower-trust claim]"
 
 
 def test_history_lists_closed_versions_newest_first_with_status() -> None:

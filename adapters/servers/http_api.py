@@ -1,0 +1,102 @@
+"""The HTTP API (``pmem serve``): FastAPI under uvicorn, one warm store per process.
+
+Every route but ``/healthz`` takes ``Authorization: Bearer TOKEN`` (see
+:mod:`pmem.adapters.service.credentials`) and a ``namespace`` query parameter (default: the credential's
+first), and hands its work to a :class:`~pmem.adapters.service.guarded.GuardedStore`, the one place the
+credential's rules are enforced. Bodies and answers are the CLI's JSON shapes; errors are the CLI's
+``{"error", "detail"}`` with a status from :func:`status_of`, and an unexpected exception is logged and
+answered as a JSON 500 without its traceback.
+
+One store per process, opened when the app starts (the lifespan) and closed when it stops. Its calls
+run one at a time under a lock: the store keeps one database connection, and a SQLite or psycopg
+connection is not shared between threads mid-transaction. More throughput comes from more processes
+(``--workers``), each with its own warm store, since the store's state lives in the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from pmem.adapters.servers.http_runtime import Runtime, error_response, json_response
+from pmem.domain.errors import MissingExtra, PmemError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI, Response
+
+log = logging.getLogger("pmem.server")
+
+ENV_DB = "PMEM_SERVE_DB"  # what the app factory of a --workers N server reads (uvicorn imports it by name)
+ENV_INSECURE = "PMEM_SERVE_INSECURE_LOCAL"
+FACTORY = "pmem.adapters.servers.http_api:app_from_env"
+
+
+def load_fastapi() -> Any:
+    """The ``fastapi`` module, or the one-line hint naming the extra."""
+    try:
+        import fastapi
+    except ImportError:
+        raise MissingExtra("fastapi", "server") from None
+    return fastapi
+
+
+def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any] | None = None) -> FastAPI:
+    """The app over the store ``db``: opened when the app starts, closed when it stops."""
+    fastapi = load_fastapi()
+    rt = Runtime(db, insecure_local=insecure_local, settings=settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        rt.open()
+        try:
+            yield
+        finally:
+            rt.close()
+
+    app: FastAPI = fastapi.FastAPI(
+        title="P-Mem", version="1", lifespan=lifespan,
+        description="P-Mem's HTTP API: typed operations, reads with as_of, search and the context an agent "
+                    "reads, under credentials (docs/server.md).")
+    app.state.runtime = rt
+    _install_errors(app)
+    from pmem.adapters.servers import http_routes  # imports fastapi at its top: only once it is known installed
+
+    http_routes.install(app, rt)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """The app factory uvicorn's worker processes import (``--workers N``): the store from the environment."""
+    return create_app(os.environ[ENV_DB], insecure_local=os.environ.get(ENV_INSECURE) == "1")
+
+
+def _install_errors(app: Any) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def invalid(request: Any, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        detail = f"{where}: {first.get('msg', 'invalid request')}" if where else str(first.get("msg", "invalid"))
+        return json_response({"error": "invalid request", "detail": detail}, 400)
+
+    async def http_error(request: Any, exc: HTTPException) -> Response:
+        kind = {404: "not found", 405: "method not allowed"}.get(exc.status_code, "http error")
+        detail = (f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail))
+        return json_response({"error": kind, "detail": detail}, exc.status_code)
+
+    async def pmem_error(request: Any, exc: PmemError) -> Response:
+        return error_response(exc)
+
+    async def anything(request: Any, exc: Exception) -> Response:
+        log.error("internal error on %s %s", request.method, request.url.path, exc_info=exc)
+        return json_response({"error": "internal error", "detail": "an unexpected error; see the server log"}, 500)
+
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(PmemError, pmem_error)
+    app.add_exception_handler(Exception, anything)

@@ -1,0 +1,116 @@
+"""An agent whose memory is P-Mem: a model, through litellm's tool calling, drives ``pmem mcp`` over stdio.
+
+    python docs/examples/agent.py "My 5K PB is now 25:50. What was it before?" --db mem.db \\
+        --model openai/qwen --api-base http://127.0.0.1:8080/v1
+
+The MCP server's tools (remember, read, get, history, ...) are listed through the SDK's client session and
+handed to the model as OpenAI-style function tools; each tool call the model makes is sent to the server,
+and its text result goes back to the model, until the model answers without a tool call.
+
+The token is ``$PMEM_TOKEN`` (``pmem keys add ...``); without one the server is started with
+``--insecure-local``, which works only on a store that has no credential.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list from the package, not the web
+import litellm  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+SYSTEM = ("You are an assistant with a long-term memory (the tools). Before answering a question about the "
+          "user, call `read` with the question. When the user tells you something about themselves, call "
+          "`remember` with their words. Claims are marked (source, trust N): believe the higher trust. "
+          "Answer briefly.")
+MAX_TURNS = 6
+
+Completion = Callable[..., Awaitable[Any]]
+
+
+def pmem_command() -> str:
+    """The ``pmem`` next to this Python (a virtual environment's), else the one on PATH."""
+    here = Path(sys.executable).with_name("pmem")
+    return str(here) if here.exists() else shutil.which("pmem") or "pmem"
+
+
+def openai_tools(tools: list[Any]) -> list[dict[str, Any]]:
+    """MCP tools as OpenAI/litellm function tools: the same name, description and JSON schema."""
+    return [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                              "parameters": t.input_schema}} for t in tools]
+
+
+async def call(session: ClientSession, tool_call: Any) -> dict[str, Any]:
+    """Run one tool call of the model on the MCP server; the tool message that answers it."""
+    try:
+        args = json.loads(tool_call.function.arguments or "{}")
+        result = await session.call_tool(tool_call.function.name, args)
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        content = f"ERROR: {text}" if result.is_error else text
+    except json.JSONDecodeError as e:  # the model wrote arguments that are not JSON: tell it
+        content = f"ERROR: arguments are not JSON: {e}"
+    return {"role": "tool", "tool_call_id": tool_call.id, "content": content}
+
+
+def written_call(content: str | None, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A tool call the model wrote as text (``{"name": ..., "arguments": {...}}``, maybe in a code fence),
+    as small models do when their server does not parse tool calls; None when the text is an answer."""
+    text = (content or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    names = {t["function"]["name"] for t in tools}
+    if isinstance(obj, dict) and obj.get("name") in names and isinstance(obj.get("arguments"), dict):
+        return {"name": obj["name"], "arguments": {k: v for k, v in obj["arguments"].items() if v is not None}}
+    return None
+
+
+async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,
+              completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS) -> str:
+    """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``."""
+    token = token or os.environ.get("PMEM_TOKEN")
+    args = ["--db", db, "mcp"] + ([] if token else ["--insecure-local"])
+    params = StdioServerParameters(command=pmem_command(), args=args, env={"PMEM_TOKEN": token} if token else None)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = openai_tools((await session.list_tools()).tools)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+        for _ in range(max_turns):
+            response = await completion(model=model, messages=messages, tools=tools, api_base=api_base,
+                                        api_key=os.environ.get("PMEM_LLM_KEY", "none"))
+            message = response.choices[0].message
+            written = None if message.tool_calls else written_call(message.content, tools)
+            if not message.tool_calls and written is None:
+                return str(message.content or "")
+            messages.append(message.model_dump(exclude_none=True))
+            if written is not None:  # no tool-call parsing on the server: answer as the user
+                result = await session.call_tool(written["name"], written["arguments"])
+                text = "\n".join(c.text for c in result.content if c.type == "text")
+                messages.append({"role": "user", "content": f"Result of {written['name']}: {text}"})
+            for tool_call in message.tool_calls or ():
+                messages.append(await call(session, tool_call))
+    return "(no answer: the model kept calling tools)"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("question")
+    p.add_argument("--db", default=os.environ.get("PMEM_DB", "pmem.db"))
+    p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
+    p.add_argument("--api-base", default=os.environ.get("PMEM_LLM_BASE"))
+    a = p.parse_args()
+    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base)))
+
+
+if __name__ == "__main__":
+    main()

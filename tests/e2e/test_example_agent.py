@@ -1,0 +1,91 @@
+"""docs/examples/agent.py, the example agent of issue 14 (part 6), driven by litellm's own mock responses: a
+scripted model that first remembers, then reads, then answers, against a real ``pmem mcp`` over stdio.
+No network: litellm answers from ``mock_tool_calls`` / ``mock_response`` without sending anything."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pmem
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list from the web
+import litellm  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_agent() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("example_agent", ROOT / "docs" / "examples" / "agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tool_call(n: int, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+class ScriptedModel:
+    """litellm.acompletion with one scripted mock per turn; it keeps what the model was sent."""
+
+    def __init__(self, turns: list[dict[str, Any]]) -> None:
+        self.turns, self.sent = list(turns), []
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        self.sent.append(kwargs)
+        return await litellm.acompletion(**kwargs, **self.turns.pop(0))
+
+
+def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path: Path) -> None:
+    agent = load_agent()
+    db = tmp_path / "mem.db"
+    model = ScriptedModel([
+        {"mock_tool_calls": [tool_call(1, "remember", text="My 5K PB is now 25:50.")]},
+        {"mock_tool_calls": [tool_call(2, "read", question="What is my 5K PB?", k=1),
+                             tool_call(3, "get", key="")]},
+        {"mock_response": "Your 5K PB is 25:50."},
+    ])
+    answer = asyncio.run(agent.ask("My 5K PB is now 25:50. What is it?", db=str(db), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    assert answer == "Your 5K PB is 25:50."
+    tools = {t["function"]["name"]: t["function"] for t in model.sent[0]["tools"]}
+    assert {"remember", "read", "get", "apply"} <= set(tools)
+    assert tools["read"]["parameters"]["properties"]["question"]["type"] == "string"
+    results = [m for m in model.sent[2]["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in results] == ["call_1", "call_2", "call_3"]
+    assert results[0]["content"] == "#1 accept 5k_pb -> 25:50 (active)"
+    assert results[1]["content"] == "5k_pb = 25:50"
+    assert results[2]["content"].startswith("ERROR: ") and "'key' is empty" in results[2]["content"]
+    with pmem.open(db) as store:
+        assert store.get("5k pb").value == "25:50"
+
+
+def test_a_tool_call_written_as_text_is_run_too(tmp_path: Path) -> None:
+    """A small model whose server does not parse tool calls writes the call as JSON text: it is run, and the
+    result goes back to the model as the next user turn."""
+    agent = load_agent()
+    written = json.dumps({"name": "remember", "arguments": {"text": "My 5K PB is now 25:50.", "namespace": None}})
+    model = ScriptedModel([{"mock_response": f"```json\n{written}\n```"}, {"mock_response": "Noted: 25:50."}])
+    answer = asyncio.run(agent.ask("My 5K PB is now 25:50.", db=str(tmp_path / "mem.db"), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    assert answer == "Noted: 25:50."
+    assert model.sent[1]["messages"][-1] == {"role": "user",
+                                             "content": "Result of remember: #1 accept 5k_pb -> 25:50 (active)"}
+    assert agent.written_call("Your PB is 25:50.", model.sent[0]["tools"]) is None
+
+
+def test_mcp_tools_become_openai_function_tools() -> None:
+    agent = load_agent()
+
+    class Tool:
+        name, description, input_schema = "get", "one fact", {"type": "object", "properties": {}}
+
+    assert agent.openai_tools([Tool()]) == [{"type": "function", "function": {
+        "name": "get", "description": "one fact", "parameters": {"type": "object", "properties": {}}}}]
