@@ -5,14 +5,14 @@ the log itself with ``reader="replay"``, the reference the projection is tested 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
 from pmem.adapters.eventstore.stored_log import event_dict
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.domain.errors import InvalidOperation
+from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.extraction.key_identity import is_system_key
 from pmem.domain.keys import cell_id, normalize_key
 from pmem.domain.operations import (
@@ -25,7 +25,7 @@ from pmem.domain.operations import (
 )
 from pmem.domain.views import CellView, History
 from pmem.projections.frontier_view import ProjectedCell
-from pmem.projections.replay import Timeline, empty_view, fold
+from pmem.projections.replay import ReplayReader, Timeline, empty_view, fold
 
 LOG_PAGE = 5_000  # rows per read of ``log``
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
@@ -41,7 +41,7 @@ class Reads:
             namespace: str | None = None) -> CellView:
         ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
         modes = disclosures(disclose)
-        t = self.timeline(cell_id(ns, k), as_of)
+        t = self.timeline(cell_id(ns, k), as_of, ns)
         return empty_view(ns, k) if t is None else t.view(modes)
 
     def get_many(self, keys: Iterable[str], *, namespace: str | None = None) -> dict[str, CellView]:
@@ -58,14 +58,14 @@ class Reads:
         ns, as_of, modes = self.namespace(namespace), checked_as_of(as_of), disclosures(disclose)
         system = checked_flag(system, "system")
         with self.w.lock:
-            self.catch_up_frontier()
-            cells = self.w.reader.frontier(ns, as_of, with_versions=bool(modes))
+            reader = self.caught_up_reader(ns, as_of)
+            cells: Sequence[Timeline | ProjectedCell] = reader.frontier(ns, as_of, with_versions=bool(modes))
         views = (t.view(modes) for t in cells)
         return list(views) if system else [v for v in views if not is_system_key(v.key)]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
-        t = self.timeline(cell_id(ns, k), as_of)
+        t = self.timeline(cell_id(ns, k), as_of, ns)
         return History(ns, k, ()) if t is None else t.history()
 
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
@@ -100,15 +100,31 @@ class Reads:
         """The namespace a read names: the store's when None, else a valid namespace (never ``""``)."""
         return self.w.namespace if namespace is None else checked_namespace(namespace)
 
-    def timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:
-        """One cell's timeline as of ``as_of`` (None when it has no events by then)."""
+    def timeline(self, cid: UUID, as_of: int | None, namespace: str) -> Timeline | ProjectedCell | None:
+        """One cell (of ``namespace``)'s timeline as of ``as_of`` (None when it has no events by then)."""
         with self.w.lock:
-            self.catch_up_frontier()
-            return self.w.reader.timeline(cid, as_of)
+            return self.caught_up_reader(namespace, as_of).timeline(cid, as_of)
 
-    def catch_up_frontier(self) -> None:
-        if isinstance(self.w.reader, ProjectionReader):
-            self.w.projections["frontier"].catch_up(progress=self.w.progress)
+    def caught_up_reader(self, namespace: str, as_of: int | None) -> ReplayReader | ProjectionReader:
+        """The reader for a read of ``namespace`` as of ``as_of``: the frontier projection once caught up.
+        Raises :class:`~pmem.domain.errors.ProjectionStopped` when it stopped in that namespace by then
+        (:mod:`pmem.adapters.readmodels.screening`). When it lags and cannot be caught up because the
+        store cannot be written (read-only), the log answers instead: a fold of it, as ``reader="replay"``."""
+        if not isinstance(self.w.reader, ProjectionReader):
+            return self.w.reader
+        frontier = self.w.projections["frontier"]
+        try:
+            frontier.catch_up(progress=self.w.progress)
+        except StoreUnavailable:
+            if not self.lags(frontier):
+                raise
+            return ReplayReader(self.w.log.get())
+        frontier.check_readable(namespace, as_of)
+        return self.w.reader
+
+    def lags(self, projection: Any) -> bool:
+        """Whether ``projection`` is behind the log (reading both, writing nothing)."""
+        return bool(projection.position() < self.w.events.last_index())
 
 
 def checked_key(key: object) -> str:
