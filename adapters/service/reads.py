@@ -5,10 +5,11 @@ the log itself with ``reader="replay"``, the reference the projection is tested 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
+from pmem.adapters.eventstore.codec import decode_event
 from pmem.adapters.eventstore.stored_log import event_dict
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.service.bootstrap import Wiring
@@ -25,7 +26,7 @@ from pmem.domain.operations import (
 )
 from pmem.domain.views import CellView, History
 from pmem.projections.frontier_view import ProjectedCell
-from pmem.projections.replay import ReplayReader, Timeline, empty_view, fold
+from pmem.projections.replay import IndexedEvent, ReplayReader, Timeline, empty_view, fold
 
 LOG_PAGE = 5_000  # rows per read of ``log``
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
@@ -118,13 +119,45 @@ class Reads:
         except StoreUnavailable:
             if not self.lags(frontier):
                 raise
-            return ReplayReader(self.w.log.get())
+            return ReplayReader(LogRows(self.w.events))
         frontier.check_readable(namespace, as_of)
         return self.w.reader
 
     def lags(self, projection: Any) -> bool:
         """Whether ``projection`` is behind the log (reading both, writing nothing)."""
         return bool(projection.position() < self.w.events.last_index())
+
+
+class LogRows:
+    """The log read through its raw rows and the one codec, without the event log (``eventsourcing``),
+    which a store that cannot be written cannot open: what the fold needs when the projections lag
+    there. Slower than the projections: a cell's events are found by reading the log up to ``upto``."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events  # LazyLog or EventLog: rows(start, stop, limit)
+
+    def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
+        while True:
+            rows = self.events.rows(start, stop, LOG_PAGE)
+            for index, cid, revision, topic, state in rows:
+                yield index, decode_event(topic, state, cid, revision)
+            if len(rows) < LOG_PAGE:
+                return
+            start = rows[-1][0] + 1
+
+    def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> dict[UUID, list[IndexedEvent]]:
+        wanted = {cid.hex for cid in ids}
+        out: dict[UUID, list[IndexedEvent]] = {}
+        start = 1
+        while True:
+            rows = self.events.rows(start, upto, LOG_PAGE)
+            for index, cid, revision, topic, state in rows:
+                hexid = cid.hex if isinstance(cid, UUID) else UUID(str(cid)).hex
+                if hexid in wanted:
+                    out.setdefault(UUID(hexid), []).append((index, decode_event(topic, state, hexid, revision)))
+            if len(rows) < LOG_PAGE:
+                return out
+            start = rows[-1][0] + 1
 
 
 def checked_key(key: object) -> str:

@@ -14,7 +14,7 @@ import pmem
 from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
 from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
 from pmem.adapters.readmodels.sqlite_projection import TRACKING
-from pmem.domain.errors import ProjectionStopped, StoreUnavailable
+from pmem.domain.errors import ProjectionStopped
 from pmem.projections.frontier_rebuild import CellRows
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
