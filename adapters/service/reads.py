@@ -40,8 +40,8 @@ class Reads:
 
     def get(self, key: str, *, as_of: int | None = None, disclose: Iterable[str] = (),
             namespace: str | None = None) -> CellView:
-        ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
-        modes = disclosures(disclose)
+        ns, as_of = self.namespace(namespace), checked_as_of(as_of)
+        k, modes = self.key(key, as_of), disclosures(disclose)
         t = self.timeline(cell_id(ns, k), as_of, ns)
         return empty_view(ns, k) if t is None else t.view(modes)
 
@@ -65,7 +65,8 @@ class Reads:
         return list(views) if system else [v for v in views if not is_system_key(v.key)]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
-        ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
+        ns, as_of = self.namespace(namespace), checked_as_of(as_of)
+        k = self.key(key, as_of)
         t = self.timeline(cell_id(ns, k), as_of, ns)
         return History(ns, k, ()) if t is None else t.history()
 
@@ -93,9 +94,12 @@ class Reads:
     def last_index(self) -> int:
         return int(self.w.events.last_index())
 
-    def key(self, key: object) -> str:
-        """The cell key a read names, by the store's key edition."""
-        return normalize_key(checked_key(key), self.w.key_edition)
+    def key(self, key: object, as_of: int | None = None) -> str:
+        """The cell key a read names, by the store's key edition; as of an event before a key migration
+        switched the edition (``key_edition_since``), by edition 1, the rule the store had then."""
+        since = self.w.key_edition_since
+        edition = 1 if since is not None and as_of is not None and as_of < since else self.w.key_edition
+        return normalize_key(checked_key(key), edition)
 
     def namespace(self, namespace: object) -> str:
         """The namespace a read names: the store's when None, else a valid namespace (never ``""``)."""
