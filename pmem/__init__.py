@@ -21,6 +21,7 @@ from pmem.domain.errors import (
     InvalidOperation,
     MissingExtra,
     PmemError,
+    ProjectionStopped,
     StoreClosed,
     StoreError,
     StoreUnavailable,
@@ -47,7 +48,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
     "Evidence", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "Store", "StoreClosed", "StoreError",
-    "StoreUnavailable",
+    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "ProjectionStopped", "Receipt", "Store",
+    "StoreClosed", "StoreError", "StoreUnavailable",
     "VersionView", "open", "open_store", "parse_operation",
 ]
