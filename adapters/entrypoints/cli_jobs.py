@@ -182,7 +182,8 @@ WORKER = Command("worker", "follow the log in this process, applying it to a pro
                  _add_worker, main=_worker)
 INGEST = Command("ingest", "extract facts from records, annotate, write; receipts", _add_ingest, main=_ingest)
 DOCTOR = Command("doctor", "check the store (integrity, projections against the log, leftovers of rebuilds and "
-                 "workers, stopped projections, key edition); JSON lines, exit 1 when a check fails", _add_doctor, main=_doctor)
+                 "workers, stopped projections, key edition); JSON lines, exit 1 when a check fails", _add_doctor,
+                 main=_doctor)
 DEMO = Command("demo", "walk through the paper's situations on a temporary store", main=_demo)
 MIGRATE = Command("migrate", "move the store to a newer rule (see: pmem migrate keys)", subcommands=(
     Command("keys", "switch a key-edition-1 store to edition 2, re-keying the cells --spellings names as events "
