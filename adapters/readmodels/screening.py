@@ -16,12 +16,14 @@ catch-up applies the namespace's skipped events and removes the stop (see
 
 from __future__ import annotations
 
+import sqlite3
 import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import orjson
 
@@ -32,6 +34,7 @@ from pmem.domain.event_schema import upcast
 from pmem.projections.replay import IndexedEvent
 
 STOPPED = "pmem_stopped"
+_KNOWN: WeakKeyDictionary[Any, tuple[int, bool]] = WeakKeyDictionary()  # SQLite: schema version -> table there
 EVERY_NAMESPACE = ""  # the namespace of a stop whose event's namespace could not be read
 PAGE = 5_000
 RawRow = tuple[int, str, int, str, bytes]  # (event index, cell id hex, cell revision, topic, state)
@@ -119,9 +122,23 @@ def create_table(conn: ProjectionDb) -> None:
                  f"event_index {conn.int_type} NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (name, namespace))")
 
 
+def has_table(conn: ProjectionDb) -> bool:
+    """Whether the stops table exists. Every read asks, so on SQLite the answer is kept until the
+    file's schema changes (``PRAGMA schema_version``, a few microseconds, where listing the tables costs
+    a third of a read); PostgreSQL lists the schema's tables."""
+    raw = getattr(conn, "raw", None)
+    if not isinstance(raw, sqlite3.Connection):
+        return STOPPED in conn.names()
+    version = int(raw.execute("PRAGMA schema_version").fetchone()[0])
+    known = _KNOWN.get(conn)
+    if known is None or known[0] != version:
+        known = _KNOWN[conn] = (version, STOPPED in conn.names())
+    return known[1]
+
+
 def stops(conn: ProjectionDb, name: str) -> dict[str, Stop]:
     """The stops of projection ``name`` by namespace (reads only: nothing is created)."""
-    if STOPPED not in conn.names():
+    if not has_table(conn):
         return {}
     rows = conn.execute(f"SELECT namespace, event_index, reason FROM {STOPPED} WHERE name=?", (name,)).fetchall()
     return {ns: Stop(name, ns, int(index), reason) for ns, index, reason in rows}
@@ -134,7 +151,7 @@ def save(conn: ProjectionDb, stop: Stop) -> None:
 
 def remove(conn: ProjectionDb, name: str, namespace: str | None = None) -> None:
     """Forget the stops of projection ``name`` (in one namespace, or all)."""
-    if STOPPED not in conn.names():
+    if not has_table(conn):
         return
     if namespace is None:
         conn.execute(f"DELETE FROM {STOPPED} WHERE name=?", (name,))

@@ -22,7 +22,6 @@ from pmem.projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
 WRITE_LOCK = "projections"
-STOPPED_HINT = screening.STOPPED  # no stops table: no projection ever stopped, nothing to resume
 
 
 class _Unappliable(Exception):
@@ -102,7 +101,7 @@ class TrackedProjection:
         applied stops its namespace (:mod:`.screening`); a stopped namespace whose event now reads is
         resumed first."""
         target = self.log.last_index() if target is None else target
-        applied = self._resume() if STOPPED_HINT in self.conn.names() else 0
+        applied = self._resume() if screening.has_table(self.conn) else 0
         bar = progress(self.name, max(target - self.position(), 0))
         try:
             while (position := self.position()) < target:

@@ -27,7 +27,6 @@ from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.registry import VECTORS
 from pmem.adapters.readmodels.screening import Stop
 from pmem.adapters.readmodels.tracked_projection import (
-    STOPPED_HINT,
     TRACKING,
     WRITE_LOCK,
     TrackedProjection,
@@ -153,7 +152,7 @@ class VectorProjection(TrackedProjection):
         """Fold every event after the position (up to ``target``, default the end of the log) into the
         tables; return the new position. ``progress`` is told how far each committed chunk moved it."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
-        if STOPPED_HINT in self.db.names():
+        if screening.has_table(self.db):  # no stops table: no projection ever stopped, nothing to resume
             self._resume()
         bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
         try:
