@@ -89,7 +89,7 @@ def screen(row: RawRow) -> tuple[str | None, IndexedEvent | Stop]:
         _check_fields(cls, d)
         return ns, (index, codec.event_from_fields(cls, d, hexid, revision))
     except Exception as e:  # noqa: BLE001  (whatever it is, this event cannot be applied: say why)
-        return ns, Stop("", ns or EVERY_NAMESPACE, index, _reason(e))
+        return ns, Stop("", ns or EVERY_NAMESPACE, index, reason_of(e))
 
 
 def screened(log: Any, start: int, stop: int, skip: Mapping[str, int],
@@ -113,7 +113,7 @@ def screened(log: Any, start: int, stop: int, skip: Mapping[str, int],
 def unappliable(index: int, event: Any, e: Exception) -> Stop:
     """The stop for an event that decoded but could not be applied (``e``: what applying it raised)."""
     ns = getattr(event, "namespace", None)
-    return Stop("", ns if isinstance(ns, str) and ns else EVERY_NAMESPACE, index, _reason(e))
+    return Stop("", ns if isinstance(ns, str) and ns else EVERY_NAMESPACE, index, reason_of(e))
 
 
 # -- the stops table ---------------------------------------------------------------
@@ -195,10 +195,11 @@ def _field_types(cls: type) -> dict[str, tuple[type, ...]]:
     return out
 
 
-def _reason(e: BaseException) -> str:
+def reason_of(e: BaseException) -> str:
+    """One line: the exception's type and the first line of its message."""
     text = (str(e).strip().splitlines() or [""])[0]
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
-__all__ = ["EVERY_NAMESPACE", "STOPPED", "Stop", "blocking", "create_table", "remove", "row_namespace",
+__all__ = ["EVERY_NAMESPACE", "STOPPED", "Stop", "blocking", "create_table", "reason_of", "remove", "row_namespace",
            "save", "screen", "screened", "stops", "unappliable"]

@@ -11,7 +11,9 @@ from uuid import UUID
 
 from pmem.adapters.eventstore.codec import decode_event
 from pmem.adapters.eventstore.stored_log import event_dict
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
+from pmem.adapters.readmodels.screening import reason_of
 from pmem.adapters.service.bootstrap import Wiring
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.extraction.key_identity import is_system_key
@@ -82,8 +84,8 @@ class Reads:
         while True:
             rows = self.w.events.rows(start, as_of, LOG_PAGE)
             for row in rows:
-                d = event_dict(row)
-                if d["namespace"] == ns:
+                d = logged(row)
+                if d["namespace"] == ns or d["namespace"] is None:
                     out.append(d)
                     if limit is not None and len(out) >= limit:
                         return out
@@ -130,6 +132,16 @@ class Reads:
     def lags(self, projection: Any) -> bool:
         """Whether ``projection`` is behind the log (reading both, writing nothing)."""
         return bool(projection.position() < self.w.events.last_index())
+
+
+def logged(row: Any) -> dict[str, Any]:
+    """What ``log`` shows for a stored row: the event, or, for a row that cannot be read (written by a
+    newer release, or damaged), its index, namespace (None when unreadable: then every namespace's log
+    shows it) and why, so that one bad row neither hides the rest of the log nor fails it."""
+    try:
+        return event_dict(row)
+    except Exception as e:  # noqa: BLE001  (whatever it is, this row cannot be read: say why)
+        return {"event_index": row[0], "namespace": screening.row_namespace(row[4]), "undecodable": reason_of(e)}
 
 
 class LogRows:

@@ -130,8 +130,13 @@ def test_a_bad_row_stops_its_namespace_only_and_reads_resume_once_it_reads(backe
             message = str(e.value)
             assert "\n" not in message and f"event {bad} in namespace 'B'" in message
             assert REASONS[how] in message
-        # before the bad event, B still reads
+        # before the bad event, B still reads; the raw log of A is whole, B's shows the row and why
         assert s.get("b1", namespace="B", as_of=bad - 1).value == "blue one"
+        assert [e["key"] for e in s.log()] == ["a0", "a1", "a2", "a3", "a4", "a0"]
+        (shown,) = [e for e in s.log(namespace="B") if e["event_index"] == bad]
+        if how == "topic":  # the others decode: the log shows what is stored
+            assert shown == {"event_index": bad, "namespace": "B", "undecodable": shown["undecodable"]}
+            assert REASONS[how] in shown["undecodable"]
         stopped = s.stats()["projections"]["frontier"]["stopped"]
         assert stopped == [{"namespace": "B", "index": bad, "reason": stopped[0]["reason"]}]
         assert REASONS[how] in stopped[0]["reason"]
@@ -162,6 +167,9 @@ def test_a_row_whose_namespace_cannot_be_read_stops_the_projection_before_it(bac
                 s.get("a0", namespace=ns)
         stats = s.stats()["projections"]["frontier"]
         assert stats["position"] == bad - 1 and stats["stopped"][0]["namespace"] is None
+        for ns in ("A", "B"):  # whose row it is cannot be read: every namespace's log shows it
+            (shown,) = [e for e in s.log(namespace=ns) if "undecodable" in e]
+            assert shown["event_index"] == bad and shown["namespace"] is None and shown["undecodable"]
     set_row(url, bad, *original)
     with pmem.open(url, namespace="A", embedder=EMBEDDER) as s:
         assert s.get("a0").value == "apple again"
