@@ -185,6 +185,15 @@ def test_the_cli_reports_a_stopped_namespace_in_one_line(backend: Backend) -> No
     assert f"event {bad} in namespace 'B'" in error(r)["detail"]
     r = run_pmem(url, "--namespace", "A", "get", "a0")
     assert r.returncode == 0 and b"apple again" in r.stdout
+    # a write to the cell whose event cannot be read: one line naming it, exit 1, nothing written
+    r = run_pmem(url, "--namespace", "B", "accept", "b1", "blue four")
+    assert r.returncode == 1 and f"cannot read event {bad} of cell" in error(r)["detail"]
+    for ns, key in (("B", "b2"), ("A", "a0")):  # any other cell takes writes
+        assert run_pmem(url, "--namespace", ns, "accept", key, "new").returncode == 0
+    with pmem.open(url, reader="replay", namespace="A") as s:
+        assert s.get("a0").value == "new"
+        with pytest.raises(pmem.StoreUnavailable, match=f"cannot read event {bad} of cell"):
+            s.get("b1", namespace="B")  # the reference fold says so too
 
 
 def test_a_parallel_rebuild_meeting_a_bad_row_fails_clearly_and_leaves_no_shadow_tables(tmp_path: Path) -> None:
