@@ -11,7 +11,8 @@
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
     │   ├── EmbedderUnavailable the embedding model cannot be found, verified, loaded or reached
     │   │   └── EmbedderBadResponse  an embedding server answered with something that is not the vectors asked for
-    │   └── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
+    │   ├── JudgeUnavailable    the configured conflict judge (an LLM server) did not answer usably
+    │   └── ProjectionStopped   a projection met an event it cannot apply; names its index and why
     ├── UnknownProjection       a projection name that does not exist
     ├── ExtractorNotConfigured  an extractor was asked for that this installation cannot run
     ├── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
@@ -149,3 +150,10 @@ class MissingExtra(PmemError, ImportError):
 
     def __reduce__(self) -> tuple[type[MissingExtra], tuple[str, str]]:  # picklable across worker processes
         return (type(self), (self.module, self.extra))
+
+
+class ProjectionStopped(StoreError):
+    """A projection met an event it cannot apply (from a newer release, or damaged) and stopped there
+    for that event's namespace; the message names the event index and the reason."""
+
+    kind = "projection stopped"

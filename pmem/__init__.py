@@ -22,6 +22,7 @@ from pmem.domain.errors import (
     InvalidOperation,
     MissingExtra,
     PmemError,
+    ProjectionStopped,
     RetryConflict,
     StoreClosed,
     StoreError,
@@ -50,8 +51,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
     "Evidence", "Forbidden", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "Receipt", "RetryConflict", "Store", "StoreClosed",
-    "StoreError",
-    "StoreUnavailable", "Unauthorized",
+    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "ProjectionStopped", "Receipt", "RetryConflict",
+    "Store", "StoreClosed", "StoreError", "StoreUnavailable", "Unauthorized",
     "VersionView", "open", "open_store", "parse_operation",
 ]

@@ -199,6 +199,7 @@ COMMANDS: tuple[Command, ...] = (
     *graph_cli.COMMANDS,
     Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
     cli_jobs.DOCTOR,
+    cli_jobs.MIGRATE,
     cli_jobs.DEMO,
     *server_cli.COMMANDS,
     mcp_cli.MCP,

@@ -16,6 +16,7 @@ from pmem.adapters.entrypoints.cli_common import (
     check_number,
     embedder,
     emit,
+    emit_lines,
     progress,
     read_input,
 )
@@ -144,6 +145,30 @@ def _doctor(args: Args) -> int:
     return 0 if all(c["ok"] for c in checks) else 1
 
 
+def _add_migrate_keys(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true", help="print what it would re-key and what conflicts; change "
+                   "nothing")
+    p.add_argument("--spellings", metavar="FILE", help="raw keys, one per line (e.g. from the agent's own records): "
+                   "each cell stored under its edition-1 key is re-keyed to its edition-2 key, as events")
+
+
+def _check_migrate_keys(args: Args) -> None:
+    """Read the spellings file before the store opens: a missing or undecodable file is bad input."""
+    args.spelling_lines = []
+    if args.spellings is None:
+        return
+    try:
+        with open(args.spellings, encoding="utf-8") as f:
+            args.spelling_lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read --spellings {args.spellings}: {e}") from e
+
+
+def _migrate_keys(args: Args, store: Any) -> None:
+    """JSON lines: each re-keying (or would-be), each conflict or skip, then a summary line."""
+    emit_lines(store.migrate_keys(args.spelling_lines, dry_run=args.dry_run))
+
+
 def _demo(args: Args) -> int:
     from pmem.adapters.entrypoints.demo import run_demo
 
@@ -157,5 +182,9 @@ WORKER = Command("worker", "follow the log in this process, applying it to a pro
                  _add_worker, main=_worker)
 INGEST = Command("ingest", "extract facts from records, annotate, write; receipts", _add_ingest, main=_ingest)
 DOCTOR = Command("doctor", "check the store (integrity, projections against the log, leftovers of rebuilds and "
-                 "workers, key edition); JSON lines, exit 1 when a check fails", _add_doctor, main=_doctor)
+                 "workers, stopped projections, key edition); JSON lines, exit 1 when a check fails", _add_doctor,
+                 main=_doctor)
 DEMO = Command("demo", "walk through the paper's situations on a temporary store", main=_demo)
+MIGRATE = Command("migrate", "move the store to a newer rule (see: pmem migrate keys)", subcommands=(
+    Command("keys", "switch a key-edition-1 store to edition 2, re-keying the cells --spellings names as events "
+            "(JSON lines)", _add_migrate_keys, _migrate_keys, _check_migrate_keys),))

@@ -20,7 +20,7 @@ import orjson
 from pmem.domain.event_schema import CLASS_VERSION, OP_BY_TOPIC, upcast
 
 __all__ = ["CLASS_VERSION", "OP_BY_TOPIC", "decode_event", "decode_fields", "encode_state",
-           "event_class", "event_classes", "recorded_at", "timestamp_envelope"]
+           "event_class", "event_classes", "event_from_fields", "recorded_at", "timestamp_envelope"]
 
 _DT = "datetime_iso"
 
@@ -76,12 +76,15 @@ def event_class(topic: str) -> Any:
 def decode_event(topic: str, state: bytes, originator_id: UUID | str, originator_version: int) -> Any:
     """The event object of a stored row, built the way the library's mapper rebuilds one (no
     dataclass ``__init__``: it costs more than everything else on this path)."""
-    cls = event_class(topic)
-    d = decode_fields(topic, state)
+    return event_from_fields(event_class(topic), decode_fields(topic, state), originator_id, originator_version)
+
+
+def event_from_fields(cls: Any, d: dict[str, Any], originator_id: UUID | str, originator_version: int) -> Any:
+    """The event of class ``cls`` whose decoded fields are ``d`` (see :func:`decode_fields`)."""
     try:
         d["timestamp"] = recorded_at(d)
     except (KeyError, TypeError, ValueError) as e:
-        raise _undecodable(topic, e) from e
+        raise _undecodable(cls.TOPIC, e) from e
     d["originator_id"] = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
     d["originator_version"] = originator_version
     event = object.__new__(cls)

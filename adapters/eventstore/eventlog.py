@@ -177,8 +177,12 @@ class EventLog(Application[UUID]):
             stored = self.recorder.select_cells(list(missing))
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
-                for _, _, version, topic, state in stored.get(cid.hex, ()):
-                    cell = decode_event(topic, state, cid, version).mutate(cell)
+                for index, _, version, topic, state in stored.get(cid.hex, ()):
+                    event = _decoded(index, topic, state, cid, version)
+                    try:
+                        cell = event.mutate(cell)
+                    except Exception as e:  # noqa: BLE001  (a stored event whose fields cannot be applied)
+                        raise _unreadable(index, cid, e) from e
                 cells[k] = (cell, cid.hex)
         return cells
 
@@ -187,7 +191,7 @@ class EventLog(Application[UUID]):
         out: dict[UUID, list[IndexedEvent]] = {}
         for hexid, rows in self._read(self.recorder.select_cells, ids, upto).items():
             cid = UUID(hexid)
-            out[cid] = [(r[0], decode_event(r[3], r[4], cid, r[2])) for r in rows]
+            out[cid] = [(r[0], _decoded(r[0], r[3], r[4], cid, r[2])) for r in rows]
         return out
 
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
@@ -225,6 +229,21 @@ class EventLog(Application[UUID]):
             return fn(*args)
         except self._errors as e:
             raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
+
+
+def _decoded(index: int, topic: str, state: bytes, cid: UUID, version: int) -> Any:
+    """The event of a stored row of a cell, or :class:`StoreUnavailable` naming its index and why it
+    cannot be read (a row written by a newer release, or damaged): a write to that cell, or a read of
+    it from the log, cannot go on without it."""
+    try:
+        return decode_event(topic, state, cid, version)
+    except Exception as e:  # noqa: BLE001  (the codec and the library raise several kinds)
+        raise _unreadable(index, cid, e) from e
+
+
+def _unreadable(index: int, cid: UUID, e: Exception) -> StoreUnavailable:
+    return StoreUnavailable(f"cannot read event {index} of cell {cid}: {type(e).__name__}: {_first_line(e)} "
+                            "(written by a newer release, or damaged; see pmem doctor)")
 
 
 def _first_line(e: BaseException) -> str:

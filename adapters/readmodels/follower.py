@@ -190,5 +190,6 @@ class Follower:
             self.applied[t.name] += t.advance(min(start + t.batch_size, last))
             position = t.position()
             self.report({"projection": t.name, "position": position, "lag": max(last - position, 0)})
-            worked = True
+            # a projection that did not move (stopped before an event it cannot apply) is no work done
+            worked = worked or position > start
         return worked

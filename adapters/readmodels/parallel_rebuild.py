@@ -49,8 +49,9 @@ import orjson
 
 from pmem.adapters.eventstore import codec
 from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, CellRange, RawRow, range_rows, read_only
+from pmem.adapters.readmodels import screening
 from pmem.adapters.storage.projection_db import ProjectionDb
-from pmem.domain.errors import StoreUnavailable
+from pmem.domain.errors import ProjectionStopped, StoreUnavailable
 from pmem.projections.frontier import TABLES
 from pmem.projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 
@@ -82,7 +83,11 @@ def fold_pieces(rows: list[RawRow], piece: int) -> Iterator[CellRows]:
     decode = _decoder()
     out = CellRows()
     for cid in sorted(cells):
-        fold_cell(cid, decode(cells.pop(cid)), out)
+        rows = cells.pop(cid)
+        try:
+            fold_cell(cid, decode(rows), out)
+        except Exception as e:
+            raise _unappliable(rows, e) from e
         if out.events >= piece:
             yield out
             out = CellRows()
@@ -224,6 +229,9 @@ def finish_worker(proc: subprocess.Popen[bytes]) -> int:
             parent_pipe.close()
     if proc.returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines() or [f"exit status {proc.returncode}"]
+        stopped = f"{ProjectionStopped.__name__}: "
+        if lines[-1].startswith(stopped):  # an event it cannot apply: the same error as in this process
+            raise ProjectionStopped(lines[-1][len(stopped):])
         raise StoreUnavailable(f"a rebuild worker process failed: {lines[-1]}")
     return int(out)
 
@@ -333,6 +341,16 @@ def _decoder() -> Callable[[list[RawRow]], list[StoredEvent]]:
         return out
 
     return decode
+
+
+def _unappliable(rows: list[RawRow], e: Exception) -> Exception:
+    """The error for a cell whose rows did not fold: :class:`ProjectionStopped` naming the first row
+    that cannot be applied (:mod:`.screening`), or ``e`` itself when every row reads."""
+    for row in rows:
+        found = screening.screen(row)[1]
+        if isinstance(found, screening.Stop):
+            return screening.Stop("frontier", found.namespace, found.index, found.reason).error()
+    return e
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from pmem.adapters.eventstore.stored_log import CellRange, RawRow
 from pmem.adapters.progress import Progress, silent
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.parallel_rebuild import (
     PIECE_EVENTS,
     cell_ranges,
@@ -38,7 +39,7 @@ from pmem.adapters.readmodels.parallel_rebuild import (
 )
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb, SqliteDb, create_table
-from pmem.domain.errors import StoreUnavailable
+from pmem.domain.errors import ProjectionStopped, StoreUnavailable
 from pmem.projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, Changes, FrontierProjector, Row
 from pmem.projections.replay import IndexedEvent
 
@@ -60,6 +61,8 @@ class Log(Protocol):
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]: ...
 
     def last_index(self) -> int: ...
+
+    def rows(self, start: int, stop: int | None, limit: int) -> list[RawRow]: ...
 
     def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]: ...
 
@@ -145,7 +148,10 @@ class FrontierProjection(TrackedProjection):
         if position >= target:
             return 0  # the common case before a read: two indexed lookups, nothing else
         if position == 0 and target >= self.full_replay_from and self.conn.fast_rebuild:
-            return self.rebuild(target, progress)
+            try:
+                return self.rebuild(target, progress)
+            except ProjectionStopped:
+                pass  # an event it cannot apply: the incremental path stops that namespace alone
         return super().catch_up(target, progress)
 
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
@@ -195,11 +201,23 @@ class FrontierProjection(TrackedProjection):
                     self._create_views()
                     self._create_indexes()
                     self._move_position(target)
-        except self.conn.errors as e:
-            raise StoreUnavailable(f"cannot rebuild projection {self.name}: {e}") from e
+                    screening.remove(self.conn, self.name)
+        except BaseException as e:
+            self._drop_shadow_after_failure()
+            if isinstance(e, self.conn.errors):
+                raise StoreUnavailable(f"cannot rebuild projection {self.name}: {e}") from e
+            raise
         finally:
             bar.close()
         return folded
+
+    def _drop_shadow_after_failure(self) -> None:
+        """A failed rebuild leaves no shadow tables behind (the old projection is untouched)."""
+        try:
+            with self._transaction():
+                self._drop_shadow_tables()
+        except StoreUnavailable:
+            pass  # the next rebuild drops them first
 
     def _replay_in_place(self, target: int | None, progress: Progress) -> int:
         """Drop the tables and catch up from index 0. The drop and the new empty tables commit
@@ -207,6 +225,7 @@ class FrontierProjection(TrackedProjection):
         with self._transaction():
             self._drop_tables()
             self._create_tables()
+            screening.remove(self.conn, self.name)
         self.projector.forget()
         self._cached_at = 0
         batch_size = self.batch_size

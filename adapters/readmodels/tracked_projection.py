@@ -15,12 +15,21 @@ from contextlib import contextmanager
 from typing import Any
 
 from pmem.adapters.progress import Progress, silent
+from pmem.adapters.readmodels import screening
 from pmem.adapters.storage.projection_db import ProjectionDb, as_db
 from pmem.domain.errors import StoreUnavailable
 from pmem.projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
 WRITE_LOCK = "projections"
+
+
+class _Unappliable(Exception):
+    """An event decoded but applying it raised: the batch rolls back and its namespace stops."""
+
+    def __init__(self, stop: screening.Stop) -> None:
+        super().__init__(stop.reason)
+        self.stop = stop
 
 
 def tracked_position(conn: ProjectionDb, name: str) -> int:
@@ -69,20 +78,129 @@ class TrackedProjection:
         position = self.position()
         return {"position": position, "lag": max(last - position, 0)}
 
+    def stops(self) -> dict[str, screening.Stop]:
+        """Where this projection stopped, by namespace (``""``: every namespace); see :mod:`.screening`."""
+        return screening.stops(self.conn, self.name)
+
+    def check_readable(self, namespace: str, as_of: int | None) -> None:
+        """Raise :class:`~pmem.domain.errors.ProjectionStopped` when this projection stopped in
+        ``namespace`` (or in every one) at or before ``as_of`` (None: now)."""
+        stop = screening.blocking(self.stops(), namespace, as_of)
+        if stop is not None:
+            try:
+                self._resume()  # the row may read now (repaired, or a newer release reads it)
+            except StoreUnavailable:
+                pass  # a store that cannot be written: the stop stands
+            stop = screening.blocking(self.stops(), namespace, as_of)
+        if stop is not None:
+            raise stop.error()
+
     def catch_up(self, target: int | None = None, progress: Progress = silent) -> int:
         """Apply the log up to ``target`` (default: its last index); return the events applied.
-        ``progress`` is told how far each committed batch moved the position."""
+        ``progress`` is told how far each committed batch moved the position. An event that cannot be
+        applied stops its namespace (:mod:`.screening`); a stopped namespace whose event now reads is
+        resumed first."""
         target = self.log.last_index() if target is None else target
-        applied = 0
+        applied = self._resume() if screening.has_table(self.conn) else 0
         bar = progress(self.name, max(target - self.position(), 0))
         try:
             while (position := self.position()) < target:
                 stop = min(position + self.batch_size, target)
-                applied += self._apply_batch(position, stop, list(self.log.indexed_events(position + 1, stop)))
+                events, stop = self._screened_batch(position, stop)
+                try:
+                    applied += self._apply_batch(position, stop, events)
+                except _Unappliable as bad:
+                    self._save_stop(bad.stop)  # the batch rolled back: read it again without that namespace
+                    continue
                 bar.update(self.position() - position)
+                if stop < min(position + self.batch_size, target):
+                    break  # halted before an event whose namespace cannot be read
         finally:
             bar.close()
         return applied
+
+    def _screened_batch(self, start: int, stop: int) -> tuple[list[IndexedEvent], int]:
+        """The events ``start+1..stop`` this projection can apply, and where the batch ends: before the
+        first event whose namespace cannot be read, if any. Each new stop is saved as it is met."""
+        skip = {ns: s.index for ns, s in self.stops().items()}
+        events: list[IndexedEvent] = []
+        for item in screening.screened(self.log, start + 1, stop, skip):
+            if isinstance(item, screening.Stop):
+                self._save_stop(item)
+                if item.namespace == screening.EVERY_NAMESPACE:
+                    return events, item.index - 1
+                skip[item.namespace] = item.index
+            else:
+                events.append(item)
+        return events, stop
+
+    def _save_stop(self, stop: screening.Stop) -> None:
+        with self._transaction():
+            screening.create_table(self.conn)
+            screening.save(self.conn, screening.Stop(self.name, stop.namespace, stop.index, stop.reason))
+
+    def _resume(self) -> int:
+        """Resume each stopped namespace whose stopping event can now be applied: apply its events from
+        that index up to the position (in one transaction, the position unchanged) and drop the stop,
+        or move it to the next event that cannot be applied. Returns the events applied."""
+        applied = 0
+        for ns, stop in sorted(self.stops().items()):
+            rows = self.log.rows(stop.index, stop.index, 1)
+            if rows and isinstance(screening.screen(rows[0])[1], screening.Stop):
+                continue  # still unreadable
+            if ns == screening.EVERY_NAMESPACE:
+                with self._transaction():
+                    screening.remove(self.conn, self.name, ns)
+                continue
+            applied += self._reapply(stop)
+        return applied
+
+    def _namespace_events(self, stop: screening.Stop, position: int) -> list[IndexedEvent]:
+        """The events of the stopped namespace from the stop's index up to ``position``, up to the next
+        one that cannot be applied (remembered for :meth:`_resumed`)."""
+        events: list[IndexedEvent] = []
+        self._moved: screening.Stop | None = None
+        for item in screening.screened(self.log, stop.index, position, {}, only=stop.namespace):
+            if isinstance(item, screening.Stop):
+                self._moved = item
+                break
+            events.append(item)
+        return events
+
+    def _resumed(self, stop: screening.Stop, events: Sequence[IndexedEvent]) -> None:
+        """Drop ``stop`` now that ``events`` are applied, or move it to the next event that cannot be
+        (the caller holds the transaction)."""
+        screening.remove(self.conn, self.name, stop.namespace)
+        moved = self._moved
+        if moved is not None:
+            screening.save(self.conn, screening.Stop(self.name, moved.namespace, moved.index, moved.reason))
+
+    def _reapply(self, stop: screening.Stop) -> int:
+        position = self.position()
+        events = self._namespace_events(stop, position)
+        try:
+            with self._transaction():
+                if self.position() != position:
+                    return 0  # another process moved on meanwhile: the next catch-up resumes
+                self.projector.forget()
+                self._seed_batch(events, stop.index - 1)
+                self._apply_events(events)
+                self._write_rows(self.projector.flush())
+                self._resumed(stop, events)
+        except _Unappliable as bad:
+            self._save_stop(bad.stop)
+            return 0
+        finally:
+            self.projector.forget()
+            self._cached_at = -1
+        return len(events)
+
+    def _apply_events(self, events: Sequence[IndexedEvent]) -> None:
+        for index, event in events:
+            try:
+                self.projector.apply(index, event)
+            except Exception as e:  # noqa: BLE001  (an event that decoded but cannot be applied)
+                raise _Unappliable(screening.unappliable(index, event, e)) from e
 
     def _apply_batch(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> int:
         """Apply ``events`` (indices ``start+1..stop``) and move the position to ``stop``, in one
@@ -94,8 +212,7 @@ class TrackedProjection:
                 if self._cached_at != start:
                     self.projector.forget()
                 self._seed_batch(events, start)
-                for index, event in events:
-                    self.projector.apply(index, event)
+                self._apply_events(events)
                 self._write_rows(self.projector.flush())
                 self._move_position(stop)
         except BaseException:
@@ -111,6 +228,7 @@ class TrackedProjection:
         with self._transaction():
             self._drop()
             self._create()
+            screening.remove(self.conn, self.name)
         self.projector.forget()
         self._cached_at = 0
         return self.catch_up(target, progress)

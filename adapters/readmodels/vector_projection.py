@@ -23,11 +23,18 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.progress import Progress, silent
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.registry import VECTORS
-from pmem.adapters.readmodels.tracked_projection import TRACKING, WRITE_LOCK, TrackedProjection, tracked_position
+from pmem.adapters.readmodels.screening import Stop
+from pmem.adapters.readmodels.tracked_projection import (
+    TRACKING,
+    WRITE_LOCK,
+    TrackedProjection,
+    tracked_position,
+)
 from pmem.adapters.storage.projection_db import ProjectionDb, as_db
 from pmem.domain.errors import StoreUnavailable
-from pmem.projections.replay import Timeline, fold
+from pmem.projections.replay import IndexedEvent, Timeline, fold
 from pmem.projections.vectors import NewVector, VectorFold
 
 if TYPE_CHECKING:
@@ -145,6 +152,8 @@ class VectorProjection(TrackedProjection):
         """Fold every event after the position (up to ``target``, default the end of the log) into the
         tables; return the new position. ``progress`` is told how far each committed chunk moved it."""
         timelines: dict[UUID, Timeline] = {}  # cells folded so far in this call, kept across chunks
+        if screening.has_table(self.db):  # no stops table: no projection ever stopped, nothing to resume
+            self._resume()
         bar = progress(NAME, max(self.log.last_index() - self.position(), 0))
         try:
             while True:
@@ -154,10 +163,13 @@ class VectorProjection(TrackedProjection):
                     return start
                 stop = min(last, start + self.chunk)
                 try:
-                    self._fold_and_write(start, stop, timelines)
+                    reached = self._fold_and_write(start, stop, timelines)
                 except _Moved:
                     timelines.clear()
+                    continue
                 bar.update(self.position() - start)
+                if reached < stop:
+                    return reached  # halted before an event whose namespace cannot be read
         finally:
             bar.close()
 
@@ -167,14 +179,20 @@ class VectorProjection(TrackedProjection):
             for table in ("pmem_vec_versions", "pmem_vec_intervals"):
                 c.execute(f"DELETE FROM {table}")
             self._forget_position()
+            screening.remove(c, self.name)
 
-    def _fold_and_write(self, start: int, stop: int, timelines: dict[UUID, Timeline]) -> None:
-        """Fold events ``start+1 .. stop``; ``timelines`` holds cells already folded up to ``start``
-        (it is updated in place); other touched cells are loaded and folded from the log."""
-        events = list(self.log.indexed_events(start + 1, stop))
+    def _fold_and_write(self, start: int, stop: int, timelines: dict[UUID, Timeline],
+                        resumed: Stop | None = None, events: list[IndexedEvent] | None = None) -> int:
+        """Fold events ``start+1 .. stop`` (screened, :mod:`.screening`; return the index reached);
+        ``timelines`` holds cells already folded up to ``start`` (it is updated in place); other
+        touched cells are loaded and folded from the log. Resuming the stop ``resumed``, ``events``
+        are its namespace's events from its index up to the position ``start``, and the position stays."""
+        if events is None:
+            events, stop = self._screened_batch(start, stop)
         touched = list({e.originator_id for _, e in events})
         missing = [cid for cid in touched if cid not in timelines]
-        timelines.update(fold(ev for evs in self.log.cell_events(missing, upto=start).values() for ev in evs))
+        upto = start if resumed is None else resumed.index - 1
+        timelines.update(fold(ev for evs in self.log.cell_events(missing, upto=upto).values() for ev in evs))
         with self._tx() as c:
             f = VectorFold(timelines, int(c.execute("SELECT COALESCE(MAX(vector_id) + 1, 0) FROM "
                                                     "pmem_vec_versions").fetchone()[0]))
@@ -195,8 +213,21 @@ class VectorProjection(TrackedProjection):
                 c.executemany("INSERT INTO pmem_vec_intervals VALUES (?,?,?,?)",
                               [(ids[(hexid, vid)], ns, o, cl) for vid, spans in f.spans(cid).items()
                                for o, cl in spans])
-            self._move_position(stop)
+            if resumed is None:
+                self._move_position(stop)
+            else:
+                self._resumed(resumed, events)
         self.applied += stop - start
+        return stop
+
+    def _reapply(self, stop: Stop) -> int:
+        position = self.position()
+        events = self._namespace_events(stop, position)
+        try:
+            self._fold_and_write(position, position, {}, stop, events)
+        except _Moved:
+            return 0
+        return len(events)
 
     @staticmethod
     def _vector_ids(c: Any, cells: list[UUID]) -> dict[tuple[str, int], int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS, projection_problem, selected
 from pmem.adapters.readmodels.sqlite_projection import timed
 from pmem.adapters.readmodels.tracked_projection import tracked_position
@@ -45,6 +46,10 @@ class Admin:
         conn = self.w.projection_db
         with self.w.lock:
             projections = {name: _position_and_lag(tracked_position(conn, name), last) for name in PROJECTION_NAMES}
+            for name in PROJECTION_NAMES:
+                found = screening.stops(conn, name)
+                if found:  # an event it cannot apply stopped it in these namespaces (readmodels.screening)
+                    projections[name]["stopped"] = [s.as_dict() for _, s in sorted(found.items())]
             for name, worker in workers(conn).items():
                 if name in projections:
                     projections[name]["worker"] = worker

@@ -22,7 +22,7 @@ from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.readmodels.sqlite_projection import PROJECTIONS
 from pmem.adapters.storage.backend import open_backend
-from pmem.adapters.storage.meta import key_edition
+from pmem.adapters.storage.meta import key_edition, read_meta
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import KEY_EDITION
 from pmem.domain.operations import DEFAULT_NAMESPACE, checked_namespace, shown, string_problem
@@ -102,6 +102,7 @@ class Wiring:
     reader: ReplayReader | ProjectionReader
     embedders: EmbedderSlot
     key_edition: int = KEY_EDITION  # the key rule of this store (pmem.domain.keys; storage.meta)
+    key_edition_since: int | None = None  # the event index it holds from, for a migrated store (service.migrate)
     lock: threading.RLock = field(default_factory=threading.RLock)  # one projection connection
     vectors: VectorSearch | None = None  # built on the first search
 
@@ -160,7 +161,9 @@ def bootstrap(path: str | Path = "pmem.db", *, namespace: str = DEFAULT_NAMESPAC
     embedders.cache_path = backend.embedding_cache_path
     chosen = ProjectionReader(db) if reader == "projection" else ReplayReader(log.get())
     edition = key_edition(db, events.last_index() > 0)
-    return Wiring(namespace, index, progress, backend, log, db, events, projections, chosen, embedders, edition)
+    since = read_meta(db, "key_edition_since")
+    return Wiring(namespace, index, progress, backend, log, db, events, projections, chosen, embedders, edition,
+                  None if since is None else int(since))
 
 
 def checked_path(path: object) -> str | Path:

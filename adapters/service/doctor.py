@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from pmem.adapters.eventstore.stored_log import read_only
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.heartbeat import workers
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.readmodels.registry import FRONTIER, PROJECTION_NAMES
@@ -82,6 +83,7 @@ class Doctor:
             ("workers", self.stale_workers, None),
             ("rebuild_workers", self.rebuild_workers, None),
             ("lag", self.lag, None),
+            ("stopped", self.stopped, None),
             ("key_edition", self.key_edition, None),
         ]
         out = []
@@ -200,6 +202,19 @@ class Doctor:
             return result("lag", False, f"the log ends at {last} but {', '.join(ahead)} is ahead of it: {shown}",
                           " and ".join(f"pmem rebuild --projection {n}" for n in ahead))
         return result("lag", True, f"log at {last}; {shown} (a lagging projection catches up at its next read)")
+
+    def stopped(self) -> Check:
+        """A projection that met an event it cannot apply (:mod:`pmem.adapters.readmodels.screening`)."""
+        found = [s for name in PROJECTION_NAMES for _, s in sorted(screening.stops(self.w.projection_db, name).items())]
+        if not found:
+            return result("stopped", True, "no projection stopped at an event it cannot apply")
+        shown = "; ".join(f"{s.projection} at event {s.index} in "
+                          f"{'every namespace' if not s.namespace else repr(s.namespace)}: {s.reason}"
+                          for s in found[:SHOWN])
+        indices = sorted({s.index for s in found})
+        return result("stopped", False, f"{len(found)} stopped: {shown}",
+                      f"upgrade pmem if a newer release wrote event(s) {', '.join(map(str, indices))}, else repair "
+                      "or remove those rows (pmem log shows the events around them); the next read resumes")
 
     def key_edition(self) -> Check:
         edition = self.w.key_edition

@@ -189,7 +189,7 @@ class Ingestor:
             yield _unwritten(record, None, record.problem or "unreadable record")
             return
         if extraction.dropped:
-            yield from (f"dropped fact: {why}" for why in extraction.dropped)
+            yield from (f"dropped {why}" for why in extraction.dropped)  # "dropped fact 2 (key 'x'): why"
         if extraction.failed:
             yield extraction.reason or "extraction failed"
         elif not extraction.facts:

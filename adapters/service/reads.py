@@ -5,14 +5,17 @@ the log itself with ``reader="replay"``, the reference the projection is tested 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
+from pmem.adapters.eventstore.codec import decode_event
 from pmem.adapters.eventstore.stored_log import event_dict
+from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
+from pmem.adapters.readmodels.screening import reason_of
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.domain.errors import InvalidOperation
+from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.extraction.key_identity import is_system_key
 from pmem.domain.keys import cell_id, normalize_key
 from pmem.domain.operations import (
@@ -25,7 +28,7 @@ from pmem.domain.operations import (
 )
 from pmem.domain.views import CellView, History
 from pmem.projections.frontier_view import ProjectedCell
-from pmem.projections.replay import Timeline, empty_view, fold
+from pmem.projections.replay import IndexedEvent, ReplayReader, Timeline, empty_view, fold
 
 LOG_PAGE = 5_000  # rows per read of ``log``
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
@@ -39,9 +42,9 @@ class Reads:
 
     def get(self, key: str, *, as_of: int | None = None, disclose: Iterable[str] = (),
             namespace: str | None = None) -> CellView:
-        ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
-        modes = disclosures(disclose)
-        t = self.timeline(cell_id(ns, k), as_of)
+        ns, as_of = self.namespace(namespace), checked_as_of(as_of)
+        k, modes = self.key(key, as_of), disclosures(disclose)
+        t = self.timeline(cell_id(ns, k), as_of, ns)
         return empty_view(ns, k) if t is None else t.view(modes)
 
     def get_many(self, keys: Iterable[str], *, namespace: str | None = None) -> dict[str, CellView]:
@@ -58,14 +61,15 @@ class Reads:
         ns, as_of, modes = self.namespace(namespace), checked_as_of(as_of), disclosures(disclose)
         system = checked_flag(system, "system")
         with self.w.lock:
-            self.catch_up_frontier()
-            cells = self.w.reader.frontier(ns, as_of, with_versions=bool(modes))
+            reader = self.caught_up_reader(ns, as_of)
+            cells: Sequence[Timeline | ProjectedCell] = reader.frontier(ns, as_of, with_versions=bool(modes))
         views = (t.view(modes) for t in cells)
         return list(views) if system else [v for v in views if not is_system_key(v.key)]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
-        ns, k, as_of = self.namespace(namespace), self.key(key), checked_as_of(as_of)
-        t = self.timeline(cell_id(ns, k), as_of)
+        ns, as_of = self.namespace(namespace), checked_as_of(as_of)
+        k = self.key(key, as_of)
+        t = self.timeline(cell_id(ns, k), as_of, ns)
         return History(ns, k, ()) if t is None else t.history()
 
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
@@ -80,8 +84,8 @@ class Reads:
         while True:
             rows = self.w.events.rows(start, as_of, LOG_PAGE)
             for row in rows:
-                d = event_dict(row)
-                if d["namespace"] == ns:
+                d = logged(row)
+                if d["namespace"] == ns or d["namespace"] is None:
                     out.append(d)
                     if limit is not None and len(out) >= limit:
                         return out
@@ -92,33 +96,93 @@ class Reads:
     def last_index(self) -> int:
         return int(self.w.events.last_index())
 
-    def key(self, key: object) -> str:
-        """The cell key a read names, by the store's key edition."""
-        return normalize_key(checked_key(key), self.w.key_edition)
+    def key(self, key: object, as_of: int | None = None) -> str:
+        """The cell key a read names, by the store's key edition; as of an event before a key migration
+        switched the edition (``key_edition_since``), by edition 1, the rule the store had then."""
+        since = self.w.key_edition_since
+        edition = 1 if since is not None and as_of is not None and as_of < since else self.w.key_edition
+        return normalize_key(checked_key(key), edition)
 
     def namespace(self, namespace: object) -> str:
         """The namespace a read names: the store's when None, else a valid namespace (never ``""``)."""
         return self.w.namespace if namespace is None else checked_namespace(namespace)
 
-    def timeline(self, cid: UUID, as_of: int | None) -> Timeline | ProjectedCell | None:
-        """One cell's timeline as of ``as_of`` (None when it has no events by then)."""
+    def timeline(self, cid: UUID, as_of: int | None, namespace: str) -> Timeline | ProjectedCell | None:
+        """One cell (of ``namespace``)'s timeline as of ``as_of`` (None when it has no events by then)."""
         with self.w.lock:
-            self.catch_up_frontier()
-            return self.w.reader.timeline(cid, as_of)
+            return self.caught_up_reader(namespace, as_of).timeline(cid, as_of)
 
-    def timelines(self, cids: list[UUID], as_of: int) -> list[Timeline | ProjectedCell | None]:
-        """Several cells' timelines as of ``as_of``, after one catch-up and in one snapshot (a search's
-        results)."""
+    def timelines(self, cids: list[UUID], as_of: int, namespace: str) -> list[Timeline | ProjectedCell | None]:
+        """Several cells' timelines (of ``namespace``) as of ``as_of``, after one catch-up and, from the
+        projection, in one snapshot (a search's results)."""
         with self.w.lock:
-            self.catch_up_frontier()
-            reader = self.w.reader
+            reader = self.caught_up_reader(namespace, as_of)
             if isinstance(reader, ProjectionReader):
                 return list(reader.timelines(cids, as_of))
             return [reader.timeline(cid, as_of) for cid in cids]
 
-    def catch_up_frontier(self) -> None:
-        if isinstance(self.w.reader, ProjectionReader):
-            self.w.projections["frontier"].catch_up(progress=self.w.progress)
+    def caught_up_reader(self, namespace: str, as_of: int | None) -> ReplayReader | ProjectionReader:
+        """The reader for a read of ``namespace`` as of ``as_of``: the frontier projection once caught up.
+        Raises :class:`~pmem.domain.errors.ProjectionStopped` when it stopped in that namespace by then
+        (:mod:`pmem.adapters.readmodels.screening`). When it lags and cannot be caught up because the
+        store cannot be written (read-only), the log answers instead: a fold of it, as ``reader="replay"``."""
+        if not isinstance(self.w.reader, ProjectionReader):
+            return self.w.reader
+        frontier = self.w.projections["frontier"]
+        try:
+            frontier.catch_up(progress=self.w.progress)
+        except StoreUnavailable:
+            if not self.lags(frontier):
+                raise
+            return ReplayReader(LogRows(self.w.events))
+        frontier.check_readable(namespace, as_of)
+        return self.w.reader
+
+    def lags(self, projection: Any) -> bool:
+        """Whether ``projection`` is behind the log (reading both, writing nothing)."""
+        return bool(projection.position() < self.w.events.last_index())
+
+
+def logged(row: Any) -> dict[str, Any]:
+    """What ``log`` shows for a stored row: the event, or, for a row that cannot be read (written by a
+    newer release, or damaged), its index, namespace (None when unreadable: then every namespace's log
+    shows it) and why, so that one bad row neither hides the rest of the log nor fails it."""
+    try:
+        return event_dict(row)
+    except Exception as e:  # noqa: BLE001  (whatever it is, this row cannot be read: say why)
+        return {"event_index": row[0], "namespace": screening.row_namespace(row[4]), "undecodable": reason_of(e)}
+
+
+class LogRows:
+    """The log read through its raw rows and the one codec, without the event log (``eventsourcing``),
+    which a store that cannot be written cannot open: what the fold needs when the projections lag
+    there. Slower than the projections: a cell's events are found by reading the log up to ``upto``."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events  # LazyLog or EventLog: rows(start, stop, limit)
+
+    def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
+        while True:
+            rows = self.events.rows(start, stop, LOG_PAGE)
+            for index, cid, revision, topic, state in rows:
+                yield index, decode_event(topic, state, cid, revision)
+            if len(rows) < LOG_PAGE:
+                return
+            start = rows[-1][0] + 1
+
+    def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> dict[UUID, list[IndexedEvent]]:
+        wanted = {cid.hex for cid in ids}
+        out: dict[UUID, list[IndexedEvent]] = {}
+        start = 1
+        while True:
+            rows = self.events.rows(start, upto, LOG_PAGE)
+            for index, cid, revision, topic, state in rows:
+                hexid = cid.hex if isinstance(cid, UUID) else UUID(str(cid)).hex
+                if hexid in wanted:
+                    out.setdefault(UUID(hexid), []).append((index, decode_event(topic, state, hexid, revision)))
+            if len(rows) < LOG_PAGE:
+                return out
+            start = rows[-1][0] + 1
 
 
 def checked_key(key: object) -> str:

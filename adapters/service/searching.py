@@ -41,10 +41,13 @@ class Searches:
         from pmem.projections.vectors import SearchResult
 
         with self.w.lock:  # the lexical projection reads and writes on the shared projection connection
-            n, hits = HybridSearch(self.w.vector_search(), self.w.projections["lexical"]).search(
-                query, k, as_of, ns, system=system, lexical=ranking == "hybrid")
+            vectors, lexical = self.w.vector_search(), self.w.projections["lexical"]
+            n, hits = HybridSearch(vectors, lexical).search(query, k, as_of, ns, system=system,
+                                                            lexical=ranking == "hybrid")
+            for projection in (vectors.projection, lexical):
+                projection.check_readable(ns, as_of)
         out = []
-        for h, t in zip(hits, self.reads.timelines([UUID(h.cell) for h in hits], n), strict=True):
+        for h, t in zip(hits, self.reads.timelines([UUID(h.cell) for h in hits], n, ns), strict=True):
             assert t is not None  # an open version implies the cell has events up to n
             matched = next(v.value for v in t.history().versions if v.vid == h.vid)
             out.append(SearchResult(t.view(), h.score, matched))
@@ -83,6 +86,7 @@ class Searches:
         with self.w.lock:
             projection = self.w.projections["graph"]
             projection.catch_up()
+            projection.check_readable(ns, as_of)
             g: EntityGraph = projection.graph(ns, as_of)
         if embed:
             from pmem.adapters.graph.view import ASSOCIATION_THRESHOLD, cosine_associations

@@ -202,12 +202,30 @@ class AdminApi(_Parts):
         host, state, whether it is alive, and the age of its last heartbeat."""
         return self._admin.stats()
 
+    def migrate_keys(self, spellings: Iterable[str] = (), *, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Move a store of key edition 1 to edition 2, re-keying as events the cells that ``spellings``
+        (raw keys) name; with ``dry_run``, only say what it would do (see :mod:`pmem.adapters.service.migrate`)."""
+        from pmem.adapters.service.migrate import migrate_keys, read_spellings
+
+        if isinstance(spellings, (str, bytes)) or not isinstance(spellings, Iterable):
+            raise InvalidOperation("spellings must be a list of raw keys", field="spellings")
+        if not isinstance(dry_run, bool):
+            raise InvalidOperation(f"dry_run must be true or false, got {type(dry_run).__name__}", field="dry_run")
+        raws = read_spellings(s if isinstance(s, str) else _not_a_key(s) for s in spellings)
+        out = list(migrate_keys(self._w, self._reads, self._writes, raws, dry_run))
+        self.key_edition = self._w.key_edition
+        return out
+
     def doctor(self, sample: int = SAMPLE_CELLS) -> list[dict[str, Any]]:
         """Check the store without writing anything: ``{"check", "ok", "detail", "fix"}`` for the SQLite
         integrity check, ``sample`` cells of the frontier projection against a replay of the log, shadow
         tables, dead workers, leftover rebuild processes, lag and the key edition; ``fix`` names the
         command that repairs a failed check (see :mod:`pmem.adapters.service.doctor`)."""
         return Doctor(self._w).run(sample)
+
+
+def _not_a_key(s: object) -> NoReturn:
+    raise InvalidOperation(f"spellings must be strings, got {type(s).__name__}", field="spellings")
 
 
 class Store(WriteApi, ReadApi, SearchApi, AdminApi):

@@ -33,7 +33,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -116,6 +116,7 @@ class PgBackend:
     label: str  # the URL without its password
     fast_rebuild = False
     lazy_log = False
+    read_only: list[bool] = field(default_factory=lambda: [False])  # set by setting_up: a read-only session
 
     @classmethod
     def from_url(cls, url: str) -> PgBackend:
@@ -149,7 +150,9 @@ class PgBackend:
                 "POSTGRES_HOST": c["host"], "POSTGRES_PORT": str(c["port"]), "POSTGRES_USER": c["user"],
                 "POSTGRES_PASSWORD": c["password"], "POSTGRES_SCHEMA": self.schema,
                 "POSTGRES_CONNECT_TIMEOUT": os.environ.get("POSTGRES_CONNECT_TIMEOUT", "10"),
-                "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "2"}
+                "POSTGRES_POOL_SIZE": "2", "POSTGRES_MAX_OVERFLOW": "2",
+                # a read-only session (a standby, a role with default_transaction_read_only) creates nothing
+                "CREATE_TABLE": "no" if self.read_only[0] else "yes"}
 
     @contextmanager
     def setting_up(self) -> Iterator[None]:
@@ -162,8 +165,11 @@ class PgBackend:
         except psycopg.Error as e:
             raise StoreUnavailable(f"cannot open store {self.label}: {_first_line(e)}") from e
         try:
-            conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"pmem-setup.{self.schema}",))
-            conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(psycopg.sql.Identifier(self.schema)))
+            self.read_only[0] = conn.execute("SHOW transaction_read_only").fetchone()[0] == "on"
+            if not self.read_only[0]:  # a read-only session reads what exists (and fails where nothing does)
+                conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"pmem-setup.{self.schema}",))
+                conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                    psycopg.sql.Identifier(self.schema)))
             yield
         except psycopg.Error as e:
             raise StoreUnavailable(f"cannot open store {self.label}: {_first_line(e)}") from e

@@ -18,9 +18,11 @@ lives here and in :mod:`pmem.adapters.storage.pg_db`:
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 from pmem.domain.errors import StoreUnavailable
@@ -145,9 +147,23 @@ def connect(db: str, synchronous: str = "NORMAL") -> sqlite3.Connection:
     log has already put the file in WAL mode (a persistent setting), so this does not set it again."""
     path = ":memory:" if db.startswith("file:") and "mode=memory" in db else db
     try:
-        conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(read_only_uri(path) or path, timeout=60, isolation_level=None,
+                               check_same_thread=False, uri=True)
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA cache_size=-65536")  # 64 MiB: the primary-key indexes stay in memory
     except sqlite3.Error as e:
         raise StoreUnavailable(f"cannot open projections in {db}: {e}") from e
     return conn
+
+
+def read_only_uri(path: str) -> str | None:
+    """A read-only URI for a store file this process cannot write (a read-only file system, or a file
+    without write permission), so that reads still work; None for any other. Without its ``-shm``
+    file in a directory that cannot be written, SQLite can only read a WAL-mode file as immutable,
+    which is what such a medium is."""
+    file = Path(path)
+    if path == ":memory:" or not file.is_file() or os.access(file, os.W_OK):
+        return None
+    shm = file.with_name(file.name + "-shm")
+    immutable = not shm.exists() and not os.access(file.parent, os.W_OK)
+    return f"{file.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")

@@ -6,7 +6,8 @@ returns either facts or a reason; it never raises. The adapter retries on a reas
 the retries are spent, records the reason in the log, so no observation is dropped silently.
 
 Per-fact problems (an empty or over-long key or value, a key that contains its own value, an unknown
-assertion status or node type) drop that fact and say why in ``Extraction.dropped``; unknown fields of
+assertion status or node type) drop that fact and say which (its position and key) and why in
+``Extraction.dropped``; unknown fields of
 a fact are ignored (the schema's fields are all we read). A fact without ``node_type`` gets ``None``:
 the graph's rule-based default decides its type.
 """
@@ -141,6 +142,15 @@ def to_fact(item: dict[str, Any], record: int, text: str, form: str) -> Fact | s
                 node_type=item.get("node_type"))
 
 
+def _what(item: Any) -> str:
+    """Which item of the answer a dropped fact was, for its receipt: its key (cut short), or its type."""
+    if isinstance(item, dict) and isinstance(item.get("key"), str):
+        return f"key {item['key'][:60]!r}"
+    if isinstance(item, dict):
+        return f"key of type {type(item.get('key')).__name__}"
+    return f"a {type(item).__name__}, not an object"
+
+
 def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extraction:
     """Facts from a model's answer for one record; ``failed`` and the reason when none are usable."""
     obj, why = find_json_object(output, "facts")
@@ -151,9 +161,9 @@ def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extra
         return Extraction(record, text, reason="'facts' is not a list", failed=True)
     facts: list[Fact] = []
     dropped: list[str] = []
-    for item in items:
+    for n, item in enumerate(items, 1):
         got = to_fact(item, record, text, form)
-        (facts.append(got) if isinstance(got, Fact) else dropped.append(got))
+        (facts.append(got) if isinstance(got, Fact) else dropped.append(f"fact {n} ({_what(item)}): {got}"))
     if not facts:
         reason = "the model found no facts" if not dropped else f"every fact was invalid: {dropped[0]}"
         return Extraction(record, text, reason=reason, dropped=tuple(dropped))

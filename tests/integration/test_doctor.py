@@ -22,7 +22,7 @@ from tests.e2e.test_cli import error, lines, ok
 from tests.e2e.test_cli import pmem as run_pmem
 from tests.reliability.test_storage_failures import remount, tmpfs
 
-CHECKS = ["integrity", "projections", "shadow_tables", "workers", "rebuild_workers", "lag", "key_edition"]
+CHECKS = ["integrity", "projections", "shadow_tables", "workers", "rebuild_workers", "lag", "stopped", "key_edition"]
 EDITION1 = ROOT / "tests" / "data" / "edition1_store" / "store.sqlite3"
 
 

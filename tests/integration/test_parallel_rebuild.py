@@ -14,7 +14,7 @@ import pmem
 from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
 from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
 from pmem.adapters.readmodels.sqlite_projection import TRACKING
-from pmem.domain.errors import StoreUnavailable
+from pmem.domain.errors import ProjectionStopped
 from pmem.projections.frontier_rebuild import CellRows
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
@@ -80,10 +80,10 @@ def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next
             ("f" * 32, "pmem.cell/Accepted", b"{not json"))
         projection = store.frontier_projection
         projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 50
-        with pytest.raises(StoreUnavailable) as failed:
+        with pytest.raises(ProjectionStopped) as failed:  # the event it cannot apply, by index (screening)
             projection.rebuild()
         message = str(failed.value)
-        assert "rebuild worker process failed" in message and "cannot decode stored event" in message
+        assert "stopped at event 201 in every namespace: JSONDecodeError" in message
         assert "\n" not in message
         assert dump(store.projection_db) == want and projection.position() == 200
         # what the workers wrote is only in shadow tables, which the next rebuild starts by dropping

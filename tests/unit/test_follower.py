@@ -133,3 +133,17 @@ def test_without_new_events_the_watchdog_reports_nothing() -> None:
     wait = NotifiedWait(MemoryLog(3), LossyNotifications(), watchdog_s=0.02)
     assert wait.wait(3, 0.2, threading.Event()) is False
     assert wait.recovered == 0
+
+
+def test_a_projection_stopped_before_an_event_it_cannot_apply_does_not_keep_the_follower_busy() -> None:
+    """A projection that cannot move (it stopped before an event whose namespace cannot be read:
+    readmodels.screening) makes no work: the follower waits for new events instead of spinning."""
+    p = MemoryProjection()
+    stuck = MemoryProjection()
+    stuck.advance = lambda target: 0  # type: ignore[method-assign]
+    f, _ = follower(MemoryLog(last=5), stuck, PollingWait(MemoryLog(last=5), 0.01))
+    f.applied = {"p": 0}
+    assert f.step(threading.Event()) is False
+    g, _ = follower(MemoryLog(last=5), p, PollingWait(MemoryLog(last=5), 0.01))
+    g.applied = {"p": 0}
+    assert g.step(threading.Event()) is True and p.position() == 5

@@ -32,7 +32,8 @@ def test_an_unknown_node_type_drops_that_fact_and_says_why() -> None:
         {"key": "ada.nickname", "value": "Enchantress", "status": "asserted", "node_type": "persona"}]})
     x = parse_facts(answer, 1, "t")
     assert [f.key for f in x.facts] == ["ada.nickname"]
-    assert x.dropped == ("'node_type' must be one of event, persona, relationship, got 'marriage'",)
+    assert x.dropped == ("fact 1 (key 'ada.spouse'): 'node_type' must be one of event, persona, relationship, "
+                         "got 'marriage'",)
 
 
 def test_the_schema_offers_exactly_the_three_node_types() -> None:
