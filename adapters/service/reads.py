@@ -79,8 +79,9 @@ class Reads:
         start = after + 1
         while True:
             rows = self.w.events.rows(start, as_of, LOG_PAGE)
+            self.w.events.keys.prefetch(r[1] for r in rows)
             for row in rows:
-                d = event_dict(row)
+                d = event_dict(row, self.w.events.keys)
                 if d["namespace"] == ns:
                     out.append(d)
                     if limit is not None and len(out) >= limit:
