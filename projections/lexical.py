@@ -21,9 +21,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pmem.domain.state import FORGOTTEN_TEXT
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
     from pmem.domain.cell import CellEvent

@@ -119,6 +119,7 @@ class EventLog(Application[UUID]):
         outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
         new_keys: dict[str, tuple[Key, bytes]] = {}  # made by this batch, cached once it commits
+        key_rows: list[tuple[str, int, bytes]] = []  # their rows, read (like op_id_rows) once rows() is done
         count = [0]
 
         def rows() -> Iterator[tuple[str, int, str, bytes]]:
@@ -143,11 +144,10 @@ class EventLog(Application[UUID]):
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
                 count[0] += 1
-                stored = self._sealed(fields, hexid, cell.version, new_keys) if self.sealing else fields
+                stored = self._sealed(fields, hexid, cell.version, new_keys, key_rows) if self.sealing else fields
                 yield hexid, cell.version, event_class.TOPIC, encode_state(stored, event_class.class_version)
 
-        first = self.recorder.insert_rows(rows(), count, op_id_rows,
-                                          [(c, k[0][0], raw) for c, (k, raw) in new_keys.items()])
+        first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
         for c, (k, _) in new_keys.items():
             self.keys.remember(c, k)
         self._cells.update(cells)
@@ -165,15 +165,16 @@ class EventLog(Application[UUID]):
                 receipts.append(_as_duplicate(self.receipt_at(outcome[1])))
         return receipts
 
-    def _sealed(self, fields: dict[str, Any], hexid: str, revision: int,
-                new_keys: dict[str, tuple[Key, bytes]]) -> dict[str, Any]:
+    def _sealed(self, fields: dict[str, Any], hexid: str, revision: int, new_keys: dict[str, tuple[Key, bytes]],
+                key_rows: list[tuple[str, int, bytes]]) -> dict[str, Any]:
         """``fields`` sealed under the cell's key; a cell without one (new, or forgotten) gets a new
-        key whose life starts at this revision."""
+        key whose life starts at this revision (a row of ``key_rows``)."""
         made = new_keys.get(hexid)
         key = made[0] if made is not None else self.keys.cached(hexid)  # _load_cells fetched it
         if key is None:
             made = new_keys[hexid] = new_key(revision)
             key = made[0]
+            key_rows.append((hexid, revision, made[1]))
         return seal(fields, hexid, revision, key)
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:

@@ -123,7 +123,7 @@ class PmemPgRecorder(PostgresApplicationRecorder):
             c.execute(statement)
         c.execute(SQL("NOTIFY {}").format(Identifier(self.channel_name)))
         c.execute(SQL("SELECT COALESCE(MAX(notification_id), 0) FROM {}").format(self.table))
-        first = int(c.fetchone()[0]) + 1  # type: ignore[index]
+        first = int(c.fetchone()[0]) + 1
         if batch:
             ids, versions, topics, states = zip(*batch, strict=True)
             c.execute(SQL(

@@ -166,15 +166,6 @@ class Plain:
         fields.update(dict.fromkeys(names, FORGOTTEN_TEXT))
         return fields
 
-    def absorb(self, found: dict[str, tuple[int, bytes]]) -> None:
-        """Cache these keys (``cell id hex -> (life, key)``, as a range of cells was read at once)."""
-        for cell, (life, raw) in found.items():
-            CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
-
-    def cached(self, cell: str) -> Key | None:
-        """The cell's key if this process holds it (after :meth:`prefetch`: None means it has none)."""
-        return CACHE.get((self.store, cell))
-
     def prefetch(self, cells: Iterable[str]) -> None:
         """Nothing to load."""
 

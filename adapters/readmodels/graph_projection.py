@@ -16,8 +16,8 @@ from uuid import UUID
 
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb
-from pmem.projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from pmem.domain.state import FORGOTTEN_TEXT
+from pmem.projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from pmem.projections.replay import IndexedEvent, fold
 
 TABLE = "graph_facts"

@@ -107,7 +107,8 @@ class LexicalProjection(TrackedProjection):
         """Delete the documents of forgotten cells and take their words out of the document
         frequencies; on SQLite, FTS5 then merges its segments (``optimize``), so the deleted
         documents' tokens are gone from the index too, not only marked deleted."""
-        table, columns = (FTS, "rowid, keywords, value, evidence") if self.fts5 else (DOCS, "version_id, tsvector_to_array(doc)")
+        table, columns = ((FTS, "rowid, keywords, value, evidence") if self.fts5
+                          else (DOCS, "version_id, tsvector_to_array(doc)"))
         marks = ",".join("?" * len(cells))
         rows = self.conn.execute(f"SELECT {columns} FROM {table} WHERE cell IN ({marks})", cells).fetchall()
         if not rows:

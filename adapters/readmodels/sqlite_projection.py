@@ -260,7 +260,8 @@ class FrontierProjection(TrackedProjection):
     def _range(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
         """The stored rows of a range of cells, their data keys cached first."""
         self.log.load_keys(cells)
-        return self.log.rows_of_cells(cells, stop, ranges)
+        rows: list[RawRow] = self.log.rows_of_cells(cells, stop, ranges)
+        return rows
 
     def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
