@@ -110,10 +110,11 @@ class PmemPgRecorder(PostgresApplicationRecorder):
             autocommit = conn.autocommit
             conn.autocommit = True
             try:
-                tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
-                                      (self.datastore.schema,)).fetchall()
+                c = conn.cursor(row_factory=tuple_row)
+                tables = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                   (self.datastore.schema,)).fetchall()
                 for (table,) in tables:
-                    conn.execute(SQL("VACUUM {}.{}").format(Identifier(self.datastore.schema), Identifier(table)))
+                    c.execute(SQL("VACUUM {}.{}").format(Identifier(self.datastore.schema), Identifier(table)))
             finally:
                 conn.autocommit = autocommit
 
