@@ -198,7 +198,7 @@ class EventLog(Application[UUID]):
         if missing:
             now = datetime.now(UTC)
             stored = self.recorder.select_cells(list(missing))
-            self.keys.prefetch(stored)
+            self.keys.refresh(stored)
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
                 for _, _, version, topic, state in stored.get(cid.hex, ()):
@@ -267,7 +267,7 @@ class EventLog(Application[UUID]):
     def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> dict[UUID, list[IndexedEvent]]:
         out: dict[UUID, list[IndexedEvent]] = {}
         found = self._read(self.recorder.select_cells, ids, upto)
-        self.keys.prefetch(found)
+        self.keys.refresh(found)
         for hexid, rows in found.items():
             cid = UUID(hexid)
             out[cid] = [(r[0], decode_event(r[3], r[4], cid, r[2], self.keys)) for r in rows]
@@ -276,7 +276,7 @@ class EventLog(Application[UUID]):
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
         while True:
             rows = self._read(self.recorder.select_rows, start, stop, READ_BATCH)
-            self.keys.prefetch(r[1] for r in rows)
+            self.keys.refresh(r[1] for r in rows)
             for index, hexid, version, topic, state in rows:
                 yield index, decode_event(topic, state, UUID(hexid), version, self.keys)
             if len(rows) < READ_BATCH:
@@ -295,7 +295,7 @@ class EventLog(Application[UUID]):
 
     def load_keys(self, cells: CellRange) -> None:
         """Cache the data keys of a range of cells (a rebuild reads the range next)."""
-        self.keys.absorb(self._read(self.recorder.select_keys_range, cells))
+        self.keys.refresh_range(cells, self._read(self.recorder.select_keys_range, cells))
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))

@@ -17,7 +17,11 @@ reads :data:`~pmem.domain.state.FORGOTTEN_TEXT` in every sealed field; so does a
 (life 0: an event written before sealing existed, rewritten when its cell was forgotten).
 
 Keys are cached per process (:data:`CACHE`, by store and cell), with one ``AESGCM`` object per key.
-A process drops a cell's key when it forgets the cell or reads its ``Forgotten`` event.
+A process drops a cell's key when it forgets the cell or reads its ``Forgotten`` event, and every read
+of stored events loads the keys of the cells it reads again (:meth:`Keyring.refresh`, one query per
+batch): a key another process has destroyed is never used from the cache to open an old event. The
+write path uses the cache; a stale key there meets a version conflict first (the other process
+appended ``Forgotten``), and the retry reads the cell again.
 """
 
 from __future__ import annotations
@@ -122,6 +126,19 @@ class Keyring:
             CACHE.clear()
         for start in range(0, len(missing), 500):
             self.absorb(self.fetch(missing[start:start + 500]))
+
+    def refresh(self, cells: Iterable[str]) -> None:
+        """Load the keys of these cells again, cached or not: a read of stored events must not open
+        what another process has forgotten since this one cached the key."""
+        wanted = list(dict.fromkeys(cells))
+        self.drop(wanted)
+        self.prefetch(wanted)
+
+    def refresh_range(self, cells: tuple[str, str | None], found: dict[str, tuple[int, bytes]]) -> None:
+        """Replace the cached keys of a range of cell ids ``[lo, hi)`` with ``found`` (read at once)."""
+        lo, hi = cells
+        self.drop([c for s, c in list(CACHE) if s == self.store and c >= lo and (hi is None or c < hi)])
+        self.absorb(found)
 
     def remember(self, cell: str, key: Key) -> None:
         CACHE[(self.store, cell)] = key

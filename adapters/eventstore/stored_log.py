@@ -80,7 +80,7 @@ class LazyLog:
 
     def load_keys(self, cells: CellRange) -> None:
         """Cache the data keys of a range of cells (a rebuild reads the range next)."""
-        self.keys.absorb(range_keys(self.conn, cells))
+        self.keys.refresh_range(cells, range_keys(self.conn, cells))
 
     def last_index(self) -> int:
         row = self._query(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}", ())

@@ -79,7 +79,7 @@ class Reads:
         start = after + 1
         while True:
             rows = self.w.events.rows(start, as_of, LOG_PAGE)
-            self.w.events.keys.prefetch(r[1] for r in rows)
+            self.w.events.keys.refresh(r[1] for r in rows)
             for row in rows:
                 d = event_dict(row, self.w.events.keys)
                 if d["namespace"] == ns:
