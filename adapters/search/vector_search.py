@@ -61,6 +61,9 @@ class VectorSearch:
         if (target is None and self.index is not None and self.projection.log.last_index() == self._position
                 and (self.cache_path is None or self.cache_path.exists())):
             return self._position
+        gone = self.cache_path is not None and self._saved > 0 and not self.cache_path.exists()
+        if self.index is not None and gone:
+            self._forget()  # deleted behind this object's back (a forget, or a rebuild, elsewhere): start over
         forgotten = self.projection.forgotten
         position = self.projection.catch_up(target, self.progress)
         if self.projection.forgotten != forgotten:
