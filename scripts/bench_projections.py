@@ -60,7 +60,8 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder  # noqa: E402
-from pmem.adapters.eventstore.stored_log import range_rows  # noqa: E402
+from pmem.adapters.eventstore.sealing import Keyring  # noqa: E402
+from pmem.adapters.eventstore.stored_log import range_keys, range_rows, select_keys  # noqa: E402
 from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
 from pmem.adapters.search.vector_search import top_cells  # noqa: E402
 
@@ -125,12 +126,16 @@ def fold_alone_rate(path: Path, table: str) -> float:
     beforehand, decoded and folded to their final rows in memory, nothing written. The floor of what
     a rebuild costs per event in Python, whatever it does with the rows."""
     conn = sqlite3.connect(path)
-    rows = range_rows(conn, table, cell_ranges(4)[0], 1 << 62, 4)
-    conn.close()
+    cells = cell_ranges(4)[0]
+    rows = range_rows(conn, table, cells, 1 << 62, 4)
+    keys = Keyring(str(path), lambda ids: select_keys(conn, ids))  # the data keys, as the rebuild reads them
     t0 = time.perf_counter()
+    keys.refresh_range(cells, range_keys(conn, cells))
     with no_gc():  # as in the rebuild
-        out = fold_rows(rows)
-    return out.events / (time.perf_counter() - t0)
+        out = fold_rows(rows, keys)
+    rate = out.events / (time.perf_counter() - t0)
+    conn.close()
+    return rate
 
 
 def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
