@@ -151,3 +151,21 @@ def test_a_key_cached_before_another_process_forgot_does_not_open_old_events(db_
         assert [e["value"] for e in store.log()] == [F, None, "again"]
     conn = sqlite3.connect(db_path)
     assert conn.execute("SELECT count(*) FROM pmem_keys").fetchone()[0] == 1
+
+
+def test_the_parallel_rebuild_reads_sealed_and_forgotten_cells_as_the_catch_up_did(db_path: Path) -> None:
+    """SQLite: worker processes open sealed fields with the keys they read themselves."""
+    with pmem.open(db_path) as store:
+        store.apply([{"op": "accept", "key": f"c{i}", "value": f"v{i}", "source": f"s{i}"} for i in range(300)])
+        store.apply([{"op": "contest", "key": f"c{i}", "value": f"w{i}", "text": "t"} for i in range(0, 300, 3)])
+        for i in range(0, 300, 7):
+            store.forget(f"c{i}")
+        store.accept("c0", "reborn")
+        before = [store.history(f"c{i}") for i in range(300)]
+        projection = store.frontier_projection
+        projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 60
+        sealing.CACHE.clear()  # nothing from the writes: every key is read again
+        store.rebuild("frontier")
+        assert [store.history(f"c{i}") for i in range(300)] == before
+        assert before[7].versions[0].value == F and before[1].versions[0].value == "v1"
+        assert [v.value for v in before[0].versions] == [F, F, "reborn"]  # accepted, contested, forgotten
