@@ -31,6 +31,7 @@ from eventsourcing.sqlite import (
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHUNK = 500
+CHECKPOINT_TRIES = 40
 Row = tuple[str, int, str, bytes]
 KeyRow = tuple[str, int, bytes]  # (cell id hex, life, key)
 ScrubRow = tuple[bytes, str, int]  # (new state, cell id hex, revision)
@@ -141,9 +142,14 @@ class PmemRecorder(SQLiteApplicationRecorder):
 
     def checkpoint(self) -> None:
         """Copy the WAL into the file and truncate it to zero bytes (after a forget: the WAL then holds
-        no page that had the plaintext)."""
-        with self.datastore.get_connection(commit=True) as conn:
-            conn._sqlite_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        no page that had the plaintext). A reader in the middle of a transaction holds the WAL: tried
+        again for up to ``CHECKPOINT_TRIES`` times 50 ms, then left to SQLite's next checkpoint."""
+        for _ in range(CHECKPOINT_TRIES):
+            with self.datastore.get_connection(commit=True) as conn:
+                busy = conn._sqlite_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy is None or not busy[0]:
+                return
+            time.sleep(0.05)
 
     def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: list[int],
                      op_ids: Iterable[tuple[str, str, int]]) -> int:
