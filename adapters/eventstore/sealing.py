@@ -26,8 +26,9 @@ appended ``Forgotten``), and the retry reads the cell again.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import os
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,31 @@ def _aad(cell: str, revision: int, names: Iterable[str]) -> bytes:
     return f"pmem-seal-1|{cell}|{revision}|{','.join(names)}".encode()
 
 
+class _Nonces:
+    """Random 12-byte nonces (a fresh random nonce per event, as AES-GCM with random nonces needs), read
+    from the OS 4,096 at a time: one ``os.urandom`` per event cost as much as the encryption. Taken
+    under a lock (two threads must never get the same bytes); a forked child starts a pool of its own."""
+
+    def __init__(self) -> None:
+        self.pool, self.at = b"", 0
+        self.lock = threading.Lock()
+
+    def take(self) -> bytes:
+        with self.lock:
+            if self.at >= len(self.pool):
+                self.pool, self.at = os.urandom(12 * 4096), 0
+            self.at += 12
+            return self.pool[self.at - 12:self.at]
+
+    def reset(self) -> None:
+        self.pool, self.at = b"", 0
+        self.lock = threading.Lock()
+
+
+_NONCES = _Nonces()
+os.register_at_fork(after_in_child=_NONCES.reset)
+
+
 def seal(fields: dict[str, Any], cell: str, revision: int, key: Key) -> dict[str, Any]:
     """A copy of ``fields`` with the set ones of :data:`FIELDS` sealed under ``key``."""
     out = dict(fields)
@@ -78,9 +104,9 @@ def seal(fields: dict[str, Any], cell: str, revision: int, key: Key) -> dict[str
     if not names:
         return out
     plain = orjson.dumps([out.pop(n) for n in names])
-    nonce = os.urandom(12)
+    nonce = _NONCES.take()
     box = key[1].encrypt(nonce, plain, _aad(cell, revision, names))
-    out[SEALED] = [key[0], names, base64.b64encode(nonce + box).decode("ascii")]
+    out[SEALED] = [key[0], names, binascii.b2a_base64(nonce + box, newline=False).decode("ascii")]
     return out
 
 
@@ -157,7 +183,7 @@ class Keyring:
             key = self.get(cell)
         values: list[Any] | None = None
         if key is not None and key[0] == life:
-            raw = base64.b64decode(blob)
+            raw = binascii.a2b_base64(blob)
             try:
                 values = orjson.loads(key[1].decrypt(raw[:12], raw[12:], _aad(cell, revision, names)))
             except InvalidTag:

@@ -169,3 +169,16 @@ def test_the_parallel_rebuild_reads_sealed_and_forgotten_cells_as_the_catch_up_d
         assert [store.history(f"c{i}") for i in range(300)] == before
         assert before[7].versions[0].value == F and before[1].versions[0].value == "v1"
         assert [v.value for v in before[0].versions] == [F, F, "reborn"]  # accepted, contested, forgotten
+
+
+def test_threads_sealing_at_once_never_share_a_nonce() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    key, _ = sealing.new_key(1)
+
+    def nonces(n: int) -> list[str]:
+        return [sealing.seal({"value": "v"}, "c" * 32, i, key)[sealing.SEALED][2][:16] for i in range(n)]
+
+    with ThreadPoolExecutor(4) as pool:
+        found = [x for batch in pool.map(nonces, [5000] * 4) for x in batch]
+    assert len(set(found)) == len(found) == 20_000
