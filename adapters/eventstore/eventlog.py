@@ -118,8 +118,9 @@ class EventLog(Application[UUID]):
         # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
         outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
-        new_keys: dict[str, tuple[Key, bytes]] = {}  # made by this batch, cached once it commits
-        key_rows: list[tuple[str, int, bytes]] = []  # their rows, read (like op_id_rows) once rows() is done
+        # the cells' data keys, and those this batch makes (their rows: read, like op_id_rows, once rows() is done)
+        batch_keys: dict[str, Key] = self.keys.lookup(h for _, h in cells.values()) if self.sealing else {}
+        key_rows: list[tuple[str, int, bytes]] = []
         count = [0]
 
         def rows() -> Iterator[tuple[str, int, str, bytes]]:
@@ -144,12 +145,12 @@ class EventLog(Application[UUID]):
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
                 count[0] += 1
-                stored = self._sealed(fields, hexid, cell.version, new_keys, key_rows) if self.sealing else fields
+                stored = self._sealed(fields, hexid, cell.version, batch_keys, key_rows) if self.sealing else fields
                 yield hexid, cell.version, event_class.TOPIC, encode_state(stored, event_class.class_version)
 
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
-        for c, (k, _) in new_keys.items():
-            self.keys.remember(c, k)
+        for c, _, _ in key_rows:
+            self.keys.remember(c, batch_keys[c])
         self._cells.update(cells)
         receipts: list[Receipt] = []
         position = 0
@@ -165,16 +166,16 @@ class EventLog(Application[UUID]):
                 receipts.append(_as_duplicate(self.receipt_at(outcome[1])))
         return receipts
 
-    def _sealed(self, fields: dict[str, Any], hexid: str, revision: int, new_keys: dict[str, tuple[Key, bytes]],
+    @staticmethod
+    def _sealed(fields: dict[str, Any], hexid: str, revision: int, batch_keys: dict[str, Key],
                 key_rows: list[tuple[str, int, bytes]]) -> dict[str, Any]:
         """``fields`` sealed under the cell's key; a cell without one (new, or forgotten) gets a new
         key whose life starts at this revision (a row of ``key_rows``)."""
-        made = new_keys.get(hexid)
-        key = made[0] if made is not None else self.keys.cached(hexid)  # _load_cells fetched it
+        key = batch_keys.get(hexid)
         if key is None:
-            made = new_keys[hexid] = new_key(revision)
-            key = made[0]
-            key_rows.append((hexid, revision, made[1]))
+            key, raw = new_key(revision)
+            batch_keys[hexid] = key
+            key_rows.append((hexid, revision, raw))
         return seal(fields, hexid, revision, key)
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:
@@ -204,8 +205,6 @@ class EventLog(Application[UUID]):
                 for _, _, version, topic, state in stored.get(cid.hex, ()):
                     cell = decode_event(topic, state, cid, version, self.keys).mutate(cell)
                 cells[k] = (cell, cid.hex)
-        if self.sealing:
-            self.keys.prefetch(hexid for _, hexid in cells.values())
         return cells
 
     # -- forgetting ----------------------------------------------------------

@@ -49,7 +49,7 @@ Fetch = Callable[[list[str]], dict[str, tuple[int, bytes]]]  # cell ids hex -> (
 
 # (store label, cell id hex) -> (life, cipher): every keyring of a process shares it
 CACHE: dict[tuple[str, str], Key] = {}
-MAX_CACHED = 200_000
+MAX_CACHED = 100_000  # an AESGCM object holds about 2.4 KB: the cache stays under about 250 MB
 
 
 def key_scope(backend: Any) -> str:
@@ -129,29 +129,36 @@ class Keyring:
 
     def get(self, cell: str) -> Key | None:
         found = CACHE.get((self.store, cell))
-        if found is None:
-            self.prefetch([cell])
-            found = CACHE.get((self.store, cell))
-        return found
+        return found if found is not None else self.lookup([cell]).get(cell)
 
     def absorb(self, found: dict[str, tuple[int, bytes]]) -> None:
         """Cache these keys (``cell id hex -> (life, key)``, as a range of cells was read at once)."""
+        if len(CACHE) + len(found) > MAX_CACHED:
+            CACHE.clear()
         for cell, (life, raw) in found.items():
             CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
 
-    def cached(self, cell: str) -> Key | None:
-        """The cell's key if this process holds it (after :meth:`prefetch`: None means it has none)."""
-        return CACHE.get((self.store, cell))
-
     def prefetch(self, cells: Iterable[str]) -> None:
         """Load the keys of these cells that are not cached (one query per 500)."""
-        missing = [c for c in dict.fromkeys(cells) if (self.store, c) not in CACHE]
-        if not missing:
-            return
-        if len(CACHE) > MAX_CACHED:
+        self.lookup(cells)
+
+    def lookup(self, cells: Iterable[str]) -> dict[str, Key]:
+        """The keys of these cells that have one, from the cache or read (one query per 500 missing):
+        the caller holds them whatever the cache keeps (it is emptied past :data:`MAX_CACHED` keys)."""
+        out: dict[str, Key] = {}
+        missing = []
+        for c in dict.fromkeys(cells):
+            found = CACHE.get((self.store, c))
+            if found is None:
+                missing.append(c)
+            else:
+                out[c] = found
+        if len(CACHE) + len(missing) > MAX_CACHED:
             CACHE.clear()
         for start in range(0, len(missing), 500):
-            self.absorb(self.fetch(missing[start:start + 500]))
+            for cell, (life, raw) in self.fetch(missing[start:start + 500]).items():
+                out[cell] = CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
+        return out
 
     def refresh(self, cells: Iterable[str]) -> None:
         """Load the keys of these cells again, cached or not: a read of stored events must not open
