@@ -152,6 +152,7 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"events": a.events, "cells": a.cells}
     t0 = time.perf_counter()
     with pmem.open(path, synchronous="OFF") as store:
+        store.log_store.sealing = not a.unsealed
         write(store, operations(a.events, a.cells, a.seed))
         out["setup_write_s"] = round(time.perf_counter() - t0, 1)
         table = store.log_store.recorder.events_table_name
@@ -344,6 +345,8 @@ def main() -> None:
     ap.add_argument("--cli-runs", dest="cli_runs", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip", choices=("log", "search"), help="leave one part out")
+    ap.add_argument("--unsealed", action="store_true",
+                    help="write the log without sealing (the baseline of what sealing costs the rebuild and reads)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--reader", nargs=2, metavar=("STORE", "PAIRS"), help=argparse.SUPPRESS)  # the child of step 3
     a = ap.parse_args()
