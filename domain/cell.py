@@ -177,8 +177,22 @@ class NotApplied(CellEvent):
         return []
 
 
+class Forgotten(CellEvent):
+    """``forget``: the cell's data key was destroyed with this event (crypto-shredding,
+    docs/forgetting.md). Every value, evidence text, source and reason recorded before it reads
+    ``<forgotten>``; the cell is empty, and its next write starts a new life under a new key."""
+
+    OP = "forget"
+    TOPIC = "pmem.cell/Forgotten"
+    value: None
+
+    @classmethod
+    def transition(cls, state: CellState, f: Mapping[str, Any], revision: int) -> list[int]:
+        return state.forget(revision)
+
+
 EVENT_CLASSES: tuple[type[CellEvent], ...] = (
-    Accepted, Contested, Rejected, Revoked, Resolved, Supported, NotApplied,
+    Accepted, Contested, Rejected, Revoked, Resolved, Supported, NotApplied, Forgotten,
 )
 for _cls in EVENT_CLASSES:
     register_topic(_cls.TOPIC, _cls)

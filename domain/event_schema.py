@@ -16,7 +16,7 @@ CLASS_VERSION = 2  # 2: ``node_type`` added
 OP_BY_TOPIC = {
     "pmem.cell/Accepted": "accept", "pmem.cell/Contested": "contest", "pmem.cell/Rejected": "reject",
     "pmem.cell/Revoked": "revoke", "pmem.cell/Resolved": "resolve", "pmem.cell/Supported": "support",
-    "pmem.cell/NotApplied": "noop",
+    "pmem.cell/NotApplied": "noop", "pmem.cell/Forgotten": "forget",
 }
 
 

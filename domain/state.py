@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 
 ACTIVE, CONTESTED, ALTERNATIVE = "active", "contested", "alternative"
 SUPERSEDED, CONTRADICTED, REVOKED = "superseded", "contradicted", "revoked"
+FORGOTTEN = "forgotten"  # the status an open version closes with when its cell is forgotten
 OPEN = frozenset({ACTIVE, CONTESTED, ALTERNATIVE})
-STATUSES = (ACTIVE, CONTESTED, ALTERNATIVE, SUPERSEDED, CONTRADICTED, REVOKED)
+STATUSES = (ACTIVE, CONTESTED, ALTERNATIVE, SUPERSEDED, CONTRADICTED, REVOKED, FORGOTTEN)
+# What a forgotten cell's values, evidence texts, sources and reasons read as, wherever they were
+# (docs/forgetting.md): the data key that sealed them is gone, so no reader can know more.
+FORGOTTEN_TEXT = "<forgotten>"
 
 
 @dataclass(slots=True)
@@ -48,6 +52,7 @@ class CellState:
     versions: list[Version] = field(default_factory=list)
     head_vid: int | None = None
     alternative_vids: list[int] = field(default_factory=list)  # open alternatives, oldest first
+    forgotten_at: int | None = None  # the cell revision of the last ``Forgotten`` event, if any
 
     # -- views ---------------------------------------------------------------
     @property
@@ -142,6 +147,20 @@ class CellState:
                 break
             p = prev.supersedes
         return changed
+
+    def forget(self, revision: int) -> list[int]:
+        """``forget``: every value and source reads :data:`FORGOTTEN_TEXT`, the open versions close
+        with status ``forgotten`` and the cell is empty. Every version is reported changed (its value
+        did); the supersedes chain and the statuses of closed versions are kept."""
+        for v in self.versions:
+            if v.status in OPEN:
+                v.status = FORGOTTEN
+            v.value = FORGOTTEN_TEXT
+            v.sources = [FORGOTTEN_TEXT] if v.sources else []
+        self.head_vid = None
+        self.alternative_vids = []
+        self.forgotten_at = revision
+        return [v.vid for v in self.versions]
 
     def revoke_alternative(self, vid: int) -> list[int]:
         self.alternative_vids.remove(vid)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from pmem.domain.state import ACTIVE, ALTERNATIVE, CONTESTED, OPEN, CellState, Version
+from pmem.domain.state import ACTIVE, ALTERNATIVE, CONTESTED, FORGOTTEN_TEXT, OPEN, CellState, Version
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: a reader that only reads tables does not need it
     from pmem.domain.cell import CellEvent
@@ -168,6 +168,9 @@ class FrontierProjector:
         versions = t.state.versions
         before = len(versions)
         changed = event.apply_to(t.state)
+        if event.OP == "forget":  # the creating evidence's source is forgotten too
+            t.created = {vid: (i, None if src is None else FORGOTTEN_TEXT, trust)
+                         for vid, (i, src, trust) in t.created.items()}
         t.last_index = index
         self.changes.put("cells", (cid, t.state.namespace, t.state.key, t.first_index, index))
         touched = set(changed)

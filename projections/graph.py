@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import default_node_type, strongest
-from pmem.domain.state import CellState
+from pmem.domain.state import FORGOTTEN_TEXT, CellState
 
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
     from pmem.domain.cell import CellEvent
@@ -211,6 +211,8 @@ def build_graph(rows: Iterable[Row]) -> EntityGraph:
     g = EntityGraph()
     declared: list[tuple[str, str]] = []
     for key, value, status, trust, since, supplied in rows:
+        if value == FORGOTTEN_TEXT:  # a forgotten cell's past heads link nothing (docs/forgetting.md)
+            continue
         if key.startswith(DECLARED_PREFIX):
             declared.extend(_declared(value))
             continue

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from pmem.domain.state import FORGOTTEN_TEXT
+
 if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does not need it
     from pmem.domain.cell import CellEvent
 
@@ -126,11 +128,13 @@ class LexicalProjector:
         op, cell, ns, key = event.OP, event.originator_id.hex, event.namespace, event.key
         fields = event.__dict__  # the event's stored fields, as its transition reads them
         vid = fields.get("vid") if op in CREATES else None
+        forgotten = event.value_or_none == FORGOTTEN_TEXT  # a forgotten cell's versions index nothing
         if vid is not None:
             self.versions.append((self.next_id, cell, vid, ns, key))
             self.next_id += 1
-            self.docs.append(doc(cell, vid, index, ns, key, event.value_or_none or "", event.text))
-        elif op in EVIDENCE and event.text:
+            if not forgotten:
+                self.docs.append(doc(cell, vid, index, ns, key, event.value_or_none or "", event.text))
+        elif op in EVIDENCE and event.text and not forgotten:
             self.docs.append(doc(cell, int(fields["target"]), index, ns, key, event.value_or_none or "", event.text))
 
     def flush(self) -> tuple[list[tuple[int, str, int, str, str]], list[Doc]]:

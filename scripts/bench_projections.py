@@ -8,7 +8,8 @@
    the cores, into shadow tables swapped in at the end) against the baseline of a raw ``SELECT state``
    of the same event rows plus ``json.loads`` of each (``orjson.loads`` shown too). Ratio = rebuild
    events/s / baseline events/s. Also: the processes it used, the largest worker's peak RSS, and the
-   fold alone on one core (a quarter of the cells, rows read beforehand, nothing written), and the
+   fold alone on one core (a quarter of the cells, rows read beforehand, nothing written; and the same
+   rows in plaintext, the baseline of what opening sealed fields costs), and the
    rows each frontier table holds per event afterwards (what the rebuild inserted).
 3. **as_of get**: ``store.get(key, as_of=N)`` for ``--gets`` random (cell, N) pairs: p50 and p99,
    from the projection's interval queries and (baseline) from the replay reader folding the cell,
@@ -60,7 +61,9 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder  # noqa: E402
-from pmem.adapters.eventstore.stored_log import range_rows  # noqa: E402
+from pmem.adapters.eventstore import codec  # noqa: E402
+from pmem.adapters.eventstore.sealing import Keyring  # noqa: E402
+from pmem.adapters.eventstore.stored_log import range_keys, range_rows, select_keys  # noqa: E402
 from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
 from pmem.adapters.search.vector_search import top_cells  # noqa: E402
 
@@ -120,29 +123,42 @@ def raw_rate(path: Path, table: str, loads: Callable[[bytes], Any]) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def fold_alone_rate(path: Path, table: str) -> float:
+def fold_alone_rates(path: Path, table: str) -> tuple[float, float]:
     """Events/s of the rebuild's fold alone, on one core: the rows of a quarter of the cells, read
     beforehand, decoded and folded to their final rows in memory, nothing written. The floor of what
-    a rebuild costs per event in Python, whatever it does with the rows."""
+    a rebuild costs per event in Python, whatever it does with the rows. Twice: the stored (sealed)
+    rows with their keys, and (the baseline of what sealing costs) the same rows opened beforehand
+    and stored again in plaintext, as a store written before sealing holds them."""
     conn = sqlite3.connect(path)
-    rows = range_rows(conn, table, cell_ranges(4)[0], 1 << 62, 4)
+    cells = cell_ranges(4)[0]
+    rows = range_rows(conn, table, cells, 1 << 62, 4)
+    keys = Keyring(str(path), lambda ids: select_keys(conn, ids))  # the data keys, as the rebuild reads them
+    plain = [(i, c, v, t, codec.encode_state(codec.decode_fields(t, s, c, v, keys), codec.CLASS_VERSION))
+             for i, c, v, t, s in rows]
+    keys.drop(c for _, c, _, _, _ in rows)
+    rates = []
+    for stored, ring in ((rows, keys), (plain, None)):
+        t0 = time.perf_counter()
+        if ring is not None:
+            ring.refresh_range(cells, range_keys(conn, cells))
+        with no_gc():  # as in the rebuild
+            out = fold_rows(stored, ring)
+        rates.append(out.events / (time.perf_counter() - t0))
     conn.close()
-    t0 = time.perf_counter()
-    with no_gc():  # as in the rebuild
-        out = fold_rows(rows)
-    return out.events / (time.perf_counter() - t0)
+    return rates[0], rates[1]
 
 
 def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"events": a.events, "cells": a.cells}
     t0 = time.perf_counter()
     with pmem.open(path, synchronous="OFF") as store:
+        store.log_store.sealing = not a.unsealed
         write(store, operations(a.events, a.cells, a.seed))
         out["setup_write_s"] = round(time.perf_counter() - t0, 1)
         table = store.log_store.recorder.events_table_name
     base_json = raw_rate(path, table, json.loads)
     base_orjson = raw_rate(path, table, orjson.loads)
-    fold_rate = fold_alone_rate(path, table)
+    fold_rate, fold_unsealed = fold_alone_rates(path, table)
     with pmem.open(path) as store:
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         projection = store.frontier_projection
@@ -159,6 +175,8 @@ def bench_log(path: Path, a: argparse.Namespace) -> dict[str, Any]:
                           "ratio_vs_orjson_loads": round(rate / base_orjson, 2),
                           "fold_alone_one_core_per_s": round(fold_rate),
                           "fold_alone_ratio_vs_json_loads": round(fold_rate / base_json, 2),
+                          "fold_alone_unsealed_one_core_per_s": round(fold_unsealed),
+                          "fold_alone_sealed_vs_unsealed": round(fold_rate / fold_unsealed, 2),
                           "rows_per_event": rows_per_event(store)}
         rng = random.Random(a.seed + 1)
         last = store.last_index()
@@ -327,6 +345,8 @@ def main() -> None:
     ap.add_argument("--cli-runs", dest="cli_runs", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip", choices=("log", "search"), help="leave one part out")
+    ap.add_argument("--unsealed", action="store_true",
+                    help="write the log without sealing (the baseline of what sealing costs the rebuild and reads)")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--reader", nargs=2, metavar=("STORE", "PAIRS"), help=argparse.SUPPRESS)  # the child of step 3
     a = ap.parse_args()

@@ -15,6 +15,14 @@ Three paths store the same N ``accept`` operations over K keys (JSON lines from 
   SQLite itself costs to store those rows.
 * ``raw-plain``: the same, but the input JSON lines into ``CREATE TABLE ops (key, body)`` with no
   index: the cheapest possible store of the same data, shown for context.
+* ``api-unsealed``: ``api`` with sealing switched off (``store.log_store.sealing = False``, an internal
+  knob: stores always seal), the baseline of what sealing values, texts and sources costs the write
+  path (docs/forgetting.md).
+
+Then the reads, on the last ``api`` store (sealed) and the last ``api-unsealed`` store, side by side:
+``get`` p50/p99 through the projection (``--gets`` random keys), ``get`` through the replay reader (it
+decodes, and so unseals, every event of the cell), and a rebuild of the frontier projection (every
+event decoded).
 
 For both raw paths, connect + insert + commit are timed (the final ``close`` is not).
 
@@ -47,7 +55,7 @@ import orjson
 
 import pmem
 
-PATHS = ("cli", "api", "raw", "raw-plain")
+PATHS = ("cli", "api", "raw", "raw-plain", "api-unsealed")
 EVENTS_TABLE = ("CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
                 "state BLOB, PRIMARY KEY (originator_id, originator_version))")  # eventsourcing's schema
 
@@ -77,10 +85,11 @@ def run_cli(ops_file: Path, db: Path, n_ops: int) -> float:
     return elapsed
 
 
-def run_api(lines: list[bytes], db: Path) -> float:
+def run_api(lines: list[bytes], db: Path, sealed: bool = True) -> float:
     t0 = time.perf_counter()
     ops = [orjson.loads(line) for line in lines]
     store = pmem.open(db)
+    store.log_store.sealing = sealed
     store.apply(ops)
     store.close()
     return time.perf_counter() - t0
@@ -125,6 +134,39 @@ def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
     return elapsed
 
 
+def read_figures(db: Path, keys: list[str], n_gets: int, seed: int) -> dict[str, float]:
+    """``get`` p50/p99 (ms) through the projection and through the replay reader, and the seconds of a
+    frontier rebuild, on the store ``db``."""
+    rng = random.Random(seed)
+    wanted = [rng.choice(keys) for _ in range(n_gets)]
+    out: dict[str, float] = {}
+    for reader, n in (("projection", n_gets), ("replay", max(1, n_gets // 4))):
+        with pmem.open(db, reader=reader) as store:
+            store.get(wanted[0])  # catch up, open the log
+            lat = []
+            for key in wanted[:n]:
+                t0 = time.perf_counter()
+                store.get(key)
+                lat.append((time.perf_counter() - t0) * 1000)
+        lat.sort()
+        out[f"{reader}_p50_ms"], out[f"{reader}_p99_ms"] = lat[len(lat) // 2], lat[int(len(lat) * 0.99) - 1]
+    with pmem.open(db) as store:
+        t0 = time.perf_counter()
+        store.rebuild("frontier")
+        out["rebuild_s"] = time.perf_counter() - t0
+    return out
+
+
+def print_sealing(times: dict[str, list[float]], n_ops: int, reads: dict[str, dict[str, float]]) -> None:
+    sealed, plain = min(times["api"]), min(times["api-unsealed"])
+    print(f"\nsealing, side by side: Store.apply {n_ops / sealed:,.0f} events/s sealed, {n_ops / plain:,.0f} "
+          f"unsealed ({sealed / plain:.3f}x the time)")
+    print(f"{'read':<24} {'sealed':>10} {'unsealed':>10} {'ratio':>7}")
+    for name in reads["sealed"]:
+        a, b = reads["sealed"][name], reads["unsealed"][name]
+        print(f"{name:<24} {a:>10.3f} {b:>10.3f} {a / b:>7.3f}")
+
+
 def verify(db: Path, n_ops: int, n_distinct: int) -> None:
     with pmem.open(db) as store:
         last, cells = store.last_index(), len(store.frontier())
@@ -139,6 +181,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=40_000, help="key space to draw from (default 40000)")
     ap.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions, best kept (default 3)")
+    ap.add_argument("--gets", type=int, default=2000, help="random gets per read measurement (default 2000)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON here")
     args = ap.parse_args()
     os.environ.pop("PMEM_SYNCHRONOUS", None)  # the CLI and the API both default to FULL, like raw
@@ -155,7 +198,9 @@ def main() -> None:
             "api": lambda db: run_api(lines, db),
             "raw": lambda db: run_raw(rows, db),
             "raw-plain": lambda db: run_raw_plain(lines, keys, db),
+            "api-unsealed": lambda db: run_api(lines, db, sealed=False),
         }
+        reads: dict[str, dict[str, float]] = {}
         for rep in range(args.repeat):
             for path in PATHS:
                 with tempfile.TemporaryDirectory(prefix=f"pmem-bench-{path}-") as d:
@@ -166,17 +211,20 @@ def main() -> None:
                         rows.extend(event_rows(db))
                     if path == "cli" and rep == args.repeat - 1:
                         verify(db, args.ops, n_distinct)
+                    if path in ("api", "api-unsealed") and rep == args.repeat - 1:
+                        reads["sealed" if path == "api" else "unsealed"] = read_figures(db, keys, args.gets, args.seed)
 
     best = {p: min(ts) for p, ts in times.items()}
     print(f"\n{args.ops} accept ops over {n_distinct} distinct keys (K={args.keys}, seed={args.seed}), "
           f"best of {args.repeat}")
-    print(f"{'path':<9} {'seconds':>9} {'events/s':>11} {'vs raw':>7} {'vs plain':>9}")
+    print(f"{'path':<13} {'seconds':>9} {'events/s':>11} {'vs raw':>7} {'vs plain':>9}")
     for p in PATHS:
-        print(f"{p:<9} {best[p]:>9.3f} {args.ops / best[p]:>11,.0f} {best['raw'] / best[p]:>7.3f} "
+        print(f"{p:<13} {best[p]:>9.3f} {args.ops / best[p]:>11,.0f} {best['raw'] / best[p]:>7.3f} "
               f"{best['raw-plain'] / best[p]:>9.3f}")
     ratio = best["raw"] / best["cli"]
     print(f"CLI/raw ratio: {ratio:.2f} (goal >= 0.15; raw = the same event rows into the same table)")
     print(f"CLI/raw-plain ratio: {best['raw-plain'] / best['cli']:.2f} (plain = the input lines, no index)")
+    print_sealing(times, args.ops, reads)
 
     if args.json:
         figures = {
@@ -185,6 +233,7 @@ def main() -> None:
             "cli_raw_plain_ratio": best["raw-plain"] / best["cli"],
             "paths": {p: {"seconds": best[p], "events_per_s": args.ops / best[p],
                           "ratio_to_raw": best["raw"] / best[p], "all_seconds": times[p]} for p in PATHS},
+            "reads": reads,
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -38,6 +38,8 @@ class EmbeddingCache(Protocol):
 
     def put_many(self, model: str, vectors: Mapping[str, np.ndarray]) -> None: ...
 
+    def drop_texts(self, texts: Iterable[str]) -> None: ...
+
 
 class MemoryEmbeddingCache:
     """A per-process dict cache."""
@@ -51,6 +53,12 @@ class MemoryEmbeddingCache:
     def put_many(self, model: str, vectors: Mapping[str, np.ndarray]) -> None:
         for text, v in vectors.items():
             self._data[model, text] = v
+
+    def drop_texts(self, texts: Iterable[str]) -> None:
+        """Drop the vectors of these texts, for every model (a cell was forgotten)."""
+        gone = set(texts)
+        for k in [k for k in self._data if k[1] in gone]:
+            del self._data[k]
 
     def __len__(self) -> int:
         return len(self._data)
@@ -101,6 +109,20 @@ class SqliteEmbeddingCache:
         try:
             with self._db:
                 self._db.executemany("INSERT OR REPLACE INTO pmem_embedding_cache VALUES (?, ?, ?, ?)", rows)
+        except sqlite3.Error as e:
+            raise StoreUnavailable(f"cannot write the embedding cache in {self.path}: {e}") from e
+
+    def drop_texts(self, texts: Iterable[str]) -> None:
+        """Delete the vectors of these texts, for every model (a cell was forgotten), with
+        ``secure_delete`` on: the freed bytes are overwritten."""
+        digests = [_digest(t) for t in set(texts)]
+        try:
+            self._db.execute("PRAGMA secure_delete=ON")
+            with self._db:
+                for start in range(0, len(digests), 500):  # one pass over the table per 500 texts
+                    chunk = digests[start:start + 500]
+                    self._db.execute("DELETE FROM pmem_embedding_cache WHERE text_sha256 IN "
+                                     f"({','.join('?' * len(chunk))})", chunk)
         except sqlite3.Error as e:
             raise StoreUnavailable(f"cannot write the embedding cache in {self.path}: {e}") from e
 

@@ -153,6 +153,20 @@ def _unmerge(args: Args, store: Any) -> None:
     emit(unmerge(store, key).to_dict())
 
 
+def _add_forget(p: argparse.ArgumentParser) -> None:
+    p.add_argument("key", nargs="?", help="the cell to forget")
+    p.add_argument("--subject", help="forget every cell of this subject: the key SUBJECT and every SUBJECT.*")
+
+
+def _check_forget(args: Args) -> None:
+    if (args.key is None) == (args.subject is None):
+        raise UsageError("forget takes a KEY or --subject SUBJECT (one of them)")
+
+
+def _forget(args: Args, store: Any) -> None:
+    emit_lines(r.to_dict() for r in store.forget(args.key, subject=args.subject))
+
+
 def _add_read(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     p.add_argument("--mode", choices=("cells", "turns"), default="cells",
@@ -196,6 +210,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("search", "cells best matching QUERY by `key: value` (JSON lines)", _add_search, _search, check_k),
     cli_jobs.INGEST,
     Command("unmerge", "undo a soft-key merge: KEY goes to its own cell from now on", _add_unmerge, _unmerge),
+    Command("forget", "make a cell (or every cell of a subject) unrecoverable: its data key is destroyed",
+            _add_forget, _forget, _check_forget),
     *graph_cli.COMMANDS,
     Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
     cli_jobs.DOCTOR,

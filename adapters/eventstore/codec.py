@@ -5,6 +5,9 @@ JSON, the timestamp as ``{"_type_": "datetime_iso", "_data_": ...}``, ``class_ve
 1), so either side can read the other's rows. Everything that writes or reads stored events goes
 through here: the write path (:mod:`.eventlog`), the library's mapper (:mod:`.mapper`), the raw log
 reader (:mod:`.stored_log`) and the parallel rebuild (:mod:`pmem.adapters.readmodels.parallel_rebuild`).
+Sealed fields (:mod:`.sealing`) are opened here, with the keyring the caller passes: every read of a
+stored event sees plaintext while its cell's key exists and ``<forgotten>`` once it is gone; a
+plaintext event (written before sealing) reads as it was stored.
 Topics, the current class version and upcasting are :mod:`pmem.domain.event_schema`'s. Only
 :func:`event_class` and :func:`decode_event` load the event classes (and ``eventsourcing``).
 """
@@ -17,6 +20,7 @@ from uuid import UUID
 
 import orjson
 
+from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, SEALED, Plain
 from pmem.domain.event_schema import CLASS_VERSION, OP_BY_TOPIC, upcast
 
 __all__ = ["CLASS_VERSION", "OP_BY_TOPIC", "decode_event", "decode_fields", "encode_state",
@@ -43,17 +47,29 @@ def encode_state(fields: dict[str, Any], class_version: int) -> bytes:
     return orjson.dumps(fields)
 
 
-def decode_fields(topic: str, state: bytes) -> dict[str, Any]:
-    """The fields of a stored event, upcast to the current class version; the timestamp stays in its
-    stored form (a rebuild never reads it)."""
+def decode_fields(topic: str, state: bytes, cell: str = "", revision: int = 0, keys: Any = None) -> dict[str, Any]:
+    """The fields of a stored event of ``cell`` (id hex) at ``revision``, upcast to the current class
+    version and unsealed with ``keys`` (a :class:`.sealing.Keyring`; None: sealed fields read
+    ``<forgotten>``); the timestamp stays in its stored form (a rebuild never reads it)."""
     try:
         d: dict[str, Any] = orjson.loads(state)
     except orjson.JSONDecodeError as e:
         raise _undecodable(topic, e) from e
     if not isinstance(d, dict):
         raise _undecodable(topic, "not a JSON object")
+    opened(topic, d, cell, revision, keys)
     version = d.pop("class_version", 1)
     return d if version == CLASS_VERSION else upcast(d, version)
+
+
+def opened(topic: str, d: dict[str, Any], cell: str, revision: int, keys: Any) -> dict[str, Any]:
+    """``d`` (decoded JSON) with its sealed fields opened in place; a ``Forgotten`` event drops the
+    cell's key from this process's cache."""
+    if SEALED in d:
+        (keys or _PLAIN).unseal(d, cell, revision)
+    elif topic == FORGOTTEN_TOPIC and keys is not None:
+        keys.drop([cell])
+    return d
 
 
 def event_classes() -> dict[str, Any]:
@@ -73,14 +89,18 @@ def event_class(topic: str) -> Any:
     return cls
 
 
-def decode_event(topic: str, state: bytes, originator_id: UUID | str, originator_version: int) -> Any:
+def decode_event(topic: str, state: bytes, originator_id: UUID | str, originator_version: int,
+                 keys: Any = None) -> Any:
     """The event object of a stored row, built the way the library's mapper rebuilds one (no
-    dataclass ``__init__``: it costs more than everything else on this path)."""
-    return event_from_fields(event_class(topic), decode_fields(topic, state), originator_id, originator_version)
+    dataclass ``__init__``: it costs more than everything else on this path); sealed fields are
+    opened with ``keys`` (see :func:`decode_fields`)."""
+    cid = originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
+    fields = decode_fields(topic, state, cid.hex, originator_version, keys)
+    return event_from_fields(event_class(topic), fields, cid, originator_version)
 
 
 def event_from_fields(cls: Any, d: dict[str, Any], originator_id: UUID | str, originator_version: int) -> Any:
-    """The event of class ``cls`` whose decoded fields are ``d`` (see :func:`decode_fields`)."""
+    """The event of class ``cls`` whose decoded (and opened) fields are ``d`` (see :func:`decode_fields`)."""
     try:
         d["timestamp"] = recorded_at(d)
     except (KeyError, TypeError, ValueError) as e:
@@ -90,6 +110,9 @@ def event_from_fields(cls: Any, d: dict[str, Any], originator_id: UUID | str, or
     event = object.__new__(cls)
     object.__setattr__(event, "__dict__", d)
     return event
+
+
+_PLAIN = Plain()
 
 
 def _undecodable(topic: str, why: object) -> Exception:

@@ -5,7 +5,9 @@ aggregates, encoded with the orjson codec and inserted with one ``executemany`` 
 cells of a batch in one transaction. The recorder is :class:`.sqlite_log.PmemRecorder` or
 :class:`.pg_log.PmemPgRecorder`, as :mod:`pmem.adapters.storage.backend` chooses from the store's name.
 A version conflict (another writer got there first) reloads the cells and decides again, so no
-operation is ever lost; a resent ``op_id`` appends nothing.
+operation is ever lost; a resent ``op_id`` appends nothing. Each event's values, evidence text,
+source and reason are sealed under its cell's data key (:mod:`.sealing`; a cell's first event makes
+the key, in the same transaction); :meth:`EventLog.forget` appends ``Forgotten`` and deletes the key.
 """
 
 from __future__ import annotations
@@ -19,14 +21,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp_envelope
 from pmem.adapters.eventstore.mapper import OrjsonMapper
+from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, scrubbed, seal
 from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
-from pmem.domain.cell import CellEvent, MemoryCell, NotApplied
+from pmem.domain.cell import CellEvent, Forgotten, MemoryCell, NotApplied
 from pmem.domain.decide import execute
 from pmem.domain.errors import ConflictRetriesExhausted, InvalidBatch, InvalidOperation, StoreUnavailable
 from pmem.domain.keys import cell_id
@@ -50,11 +54,13 @@ class EventLog(Application[UUID]):
         self._errors: tuple[type[BaseException], ...] = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
+        self.sealing = True  # False: write plaintext events (only the benchmark's baseline does)
         with self.backend.setting_up():
             try:
                 super().__init__(env=self.backend.log_env(synchronous))
             except self._errors + (OSError,) as e:
                 raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
+        self.keys = Keyring(key_scope(self.backend), lambda cells: self._read(self.recorder.select_keys, cells))
 
     recorder: Any  # pmem.adapters.eventstore.sqlite_log.PmemRecorder or pmem.adapters.eventstore.pg_log.PmemPgRecorder
     mapper: OrjsonMapper
@@ -112,6 +118,9 @@ class EventLog(Application[UUID]):
         # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
         outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
+        # the cells' data keys, and those this batch makes (their rows: read, like op_id_rows, once rows() is done)
+        batch_keys: dict[str, Key] = self.keys.lookup(h for _, h in cells.values()) if self.sealing else {}
+        key_rows: list[tuple[str, int, bytes]] = []
         count = [0]
 
         def rows() -> Iterator[tuple[str, int, str, bytes]]:
@@ -136,9 +145,12 @@ class EventLog(Application[UUID]):
                 outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
                 count[0] += 1
-                yield hexid, cell.version, event_class.TOPIC, encode_state(fields, event_class.class_version)
+                stored = self._sealed(fields, hexid, cell.version, batch_keys, key_rows) if self.sealing else fields
+                yield hexid, cell.version, event_class.TOPIC, encode_state(stored, event_class.class_version)
 
-        first = self.recorder.insert_rows(rows(), count, op_id_rows)
+        first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
+        for c, _, _ in key_rows:
+            self.keys.remember(c, batch_keys[c])
         self._cells.update(cells)
         receipts: list[Receipt] = []
         position = 0
@@ -153,6 +165,18 @@ class EventLog(Application[UUID]):
             else:
                 receipts.append(_as_duplicate(self.receipt_at(outcome[1])))
         return receipts
+
+    @staticmethod
+    def _sealed(fields: dict[str, Any], hexid: str, revision: int, batch_keys: dict[str, Key],
+                key_rows: list[tuple[str, int, bytes]]) -> dict[str, Any]:
+        """``fields`` sealed under the cell's key; a cell without one (new, or forgotten) gets a new
+        key whose life starts at this revision (a row of ``key_rows``)."""
+        key = batch_keys.get(hexid)
+        if key is None:
+            key, raw = new_key(revision)
+            batch_keys[hexid] = key
+            key_rows.append((hexid, revision, raw))
+        return seal(fields, hexid, revision, key)
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:
         wanted: dict[str, list[str]] = {}
@@ -175,10 +199,11 @@ class EventLog(Application[UUID]):
         if missing:
             now = datetime.now(UTC)
             stored = self.recorder.select_cells(list(missing))
+            self.keys.refresh(stored)
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
                 for index, _, version, topic, state in stored.get(cid.hex, ()):
-                    event = _decoded(index, topic, state, cid, version)
+                    event = _decoded(index, topic, state, cid, version, self.keys)
                     try:
                         cell = event.mutate(cell)
                     except Exception as e:  # noqa: BLE001  (a stored event whose fields cannot be applied)
@@ -186,19 +211,77 @@ class EventLog(Application[UUID]):
                 cells[k] = (cell, cid.hex)
         return cells
 
+    # -- forgetting ----------------------------------------------------------
+    def forget(self, keys: Sequence[tuple[str, str]]) -> list[Receipt]:
+        """Forget the cells ``(namespace, key)``: append ``Forgotten`` to each that holds anything
+        since its last forget, delete its data key and scrub its plaintext events, all in one
+        transaction; then checkpoint the WAL (SQLite). One receipt per cell forgotten."""
+        for attempt in range(self.max_retries):
+            try:
+                receipts = self._forget_once(keys)
+                break
+            except IntegrityError:
+                self._cells.clear()
+                time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
+            except self._errors as e:
+                self._cells.clear()
+                raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
+        else:
+            raise ConflictRetriesExhausted(
+                f"gave up after {self.max_retries} attempts: other writers kept changing the same cells")
+        if receipts and hasattr(self.recorder, "checkpoint"):
+            self._read(self.recorder.checkpoint)
+        return receipts
+
+    def _forget_once(self, keys: Sequence[tuple[str, str]]) -> list[Receipt]:
+        from pmem.adapters.eventstore.sqlite_log import Forgetting
+
+        cells = self._load_cells(set(keys))
+        todo = [(k, c, h) for k, (c, h) in sorted(cells.items())
+                if c.version > 0 and c.state.forgotten_at != c.version]
+        if not todo:
+            return []
+        stamp = timestamp_envelope(datetime.now(UTC))
+        rows, scrub = [], []
+        for (ns, key), cell, hexid in todo:
+            fields: dict[str, Any] = {"namespace": ns, "key": key, "requested": "forget", "reason": None,
+                                      "text": None, "source": None, "trust": 0, "observed_at": None,
+                                      "op_id": None, "node_type": None, "value": None}
+            Forgotten.transition(cell.state, fields, cell.version + 1)
+            cell.version += 1
+            fields["timestamp"] = stamp
+            rows.append((hexid, cell.version, FORGOTTEN_TOPIC, encode_state(fields, Forgotten.class_version)))
+        stored = self.recorder.select_cells([cell.id for _, cell, _ in todo])
+        for hexid, found in stored.items():
+            for _, _, version, _, state in found:
+                clean = scrubbed(orjson.loads(state))
+                if clean is not None:
+                    scrub.append((orjson.dumps(clean), hexid, version))
+        forgetting = Forgetting([h for _, _, h in todo], scrub)
+        try:
+            first = self.recorder.insert_rows(rows, [len(rows)], (), (), forgetting)
+        finally:
+            self.keys.drop(forgetting.cells)
+        self._cells.update({k: (c, h) for k, c, h in todo})
+        return [Receipt(first + i, ns, key, "forget", "forget", True, None, None)
+                for i, ((ns, key), _, _) in enumerate(todo)]
+
     # -- reading the log -----------------------------------------------------
     def cell_events(self, ids: Sequence[UUID], upto: int | None = None) -> dict[UUID, list[IndexedEvent]]:
         out: dict[UUID, list[IndexedEvent]] = {}
-        for hexid, rows in self._read(self.recorder.select_cells, ids, upto).items():
+        found = self._read(self.recorder.select_cells, ids, upto)
+        self.keys.refresh(found)
+        for hexid, rows in found.items():
             cid = UUID(hexid)
-            out[cid] = [(r[0], _decoded(r[0], r[3], r[4], cid, r[2])) for r in rows]
+            out[cid] = [(r[0], _decoded(r[0], r[3], r[4], cid, r[2], self.keys)) for r in rows]
         return out
 
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
         while True:
             rows = self._read(self.recorder.select_rows, start, stop, READ_BATCH)
+            self.keys.refresh(r[1] for r in rows)
             for index, hexid, version, topic, state in rows:
-                yield index, decode_event(topic, state, UUID(hexid), version)
+                yield index, decode_event(topic, state, UUID(hexid), version, self.keys)
             if len(rows) < READ_BATCH:
                 return
             start = rows[-1][0] + 1
@@ -212,6 +295,10 @@ class EventLog(Application[UUID]):
         """Every stored row ``(event index, cell id hex, cell revision, topic, state)`` with index
         ``<= stop`` of the cells in the range ``cells`` (one of ``ranges``; see ``stored_log.range_rows``)."""
         return list(self._read(self.recorder.select_rows_of_cells, cells, stop, ranges))
+
+    def load_keys(self, cells: CellRange) -> None:
+        """Cache the data keys of a range of cells (a rebuild reads the range next)."""
+        self.keys.refresh_range(cells, self._read(self.recorder.select_keys_range, cells))
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))
@@ -231,12 +318,12 @@ class EventLog(Application[UUID]):
             raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
 
 
-def _decoded(index: int, topic: str, state: bytes, cid: UUID, version: int) -> Any:
+def _decoded(index: int, topic: str, state: bytes, cid: UUID, version: int, keys: Any) -> Any:
     """The event of a stored row of a cell, or :class:`StoreUnavailable` naming its index and why it
     cannot be read (a row written by a newer release, or damaged): a write to that cell, or a read of
     it from the log, cannot go on without it."""
     try:
-        return decode_event(topic, state, cid, version)
+        return decode_event(topic, state, cid, version, keys)
     except Exception as e:  # noqa: BLE001  (the codec and the library raise several kinds)
         raise _unreadable(index, cid, e) from e
 

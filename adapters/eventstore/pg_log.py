@@ -8,7 +8,8 @@ Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.pg_log:Factory``. On
   when a transaction rolls back (a ``bigserial`` would skip the numbers it handed out). Every write,
   ``Application.save`` included, goes through this path, so the sequence is never used;
 - records ``(namespace, op_id) -> event index`` in the same transaction, under a unique constraint;
-- loads the events of many cells in one query, and one cell's events up to an event index.
+- loads the events of many cells in one query, and one cell's events up to an event index;
+- keeps the cells' data keys (``pmem_keys``, :mod:`.sealing`) in the same transactions as the events.
 
 A version conflict (another writer recorded the same cell version first) fails the whole
 transaction with :class:`eventsourcing.persistence.IntegrityError`, as on SQLite.
@@ -28,6 +29,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 Row = tuple[str, int, str, bytes]
+KeyRow = tuple[str, int, bytes]
 _HEX = "translate(originator_id::text, '-', '')"
 
 
@@ -41,6 +43,10 @@ class PmemPgRecorder(PostgresApplicationRecorder):
         self.sql_create_statements.append(SQL(
             "CREATE TABLE IF NOT EXISTS {} (namespace text NOT NULL, op_id text NOT NULL, "
             "event_index bigint NOT NULL, PRIMARY KEY (namespace, op_id))").format(self.op_ids_table))
+        self.keys_table = SQL("{}.pmem_keys").format(schema)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {} (cell_id text PRIMARY KEY, life bigint NOT NULL, key bytea NOT NULL)"
+        ).format(self.keys_table))
         self.table = SQL("{}.{}").format(schema, Identifier(self.events_table_name))
 
     @contextmanager
@@ -59,30 +65,78 @@ class PmemPgRecorder(PostgresApplicationRecorder):
         first = self.insert_rows(rows, [len(rows)], kwargs.get("op_ids", ()))
         return list(range(first, first + len(rows)))
 
-    def insert_rows(self, rows: Iterable[Row], count: list[int],
-                    op_ids: Iterable[tuple[str, str, int]] = ()) -> int:
+    def insert_rows(self, rows: Iterable[Row], count: list[int], op_ids: Iterable[tuple[str, str, int]] = (),
+                    keys: Iterable[KeyRow] = (), forgetting: Any = None) -> int:
         """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
         event index of the first (the rest follow consecutively). The contract of
-        :meth:`pmem.adapters.eventstore.sqlite_log.PmemRecorder.insert_rows`."""
+        :meth:`pmem.adapters.eventstore.sqlite_log.PmemRecorder.insert_rows` (``forgetting``: its
+        ``Forgetting``)."""
         batch = list(rows)  # decided and encoded before the table lock is taken
         with self._cursor(commit=True) as c:
-            for statement in self.lock_table_statements:
-                c.execute(statement)
-            c.execute(SQL("NOTIFY {}").format(Identifier(self.channel_name)))
-            c.execute(SQL("SELECT COALESCE(MAX(notification_id), 0) FROM {}").format(self.table))
-            first = int(c.fetchone()[0]) + 1  # type: ignore[index]
-            if batch:
-                ids, versions, topics, states = zip(*batch, strict=True)
-                c.execute(SQL(
-                    "INSERT INTO {} (originator_id, originator_version, topic, state, notification_id) "
-                    "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[], %s::bigint[])"
-                ).format(self.table), (list(ids), list(versions), list(topics), list(states),
-                                       list(range(first, first + len(batch)))))
-            id_rows = [(ns, op_id, first + pos) for ns, op_id, pos in op_ids]
-            if id_rows:
-                namespaces, names, indices = zip(*id_rows, strict=True)
-                c.execute(SQL("INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])")
-                          .format(self.op_ids_table), (list(namespaces), list(names), list(indices)))
+            first = self._insert_locked(c, batch, op_ids)
+            key_rows = list(keys)
+            if key_rows:
+                c.executemany(SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(self.keys_table), key_rows)
+            if forgetting is not None:
+                c.execute(SQL("DELETE FROM {} WHERE cell_id = ANY(%s)").format(self.keys_table),
+                          (list(forgetting.cells),))
+                c.executemany(SQL("UPDATE {} SET state = %s WHERE originator_id = %s::uuid AND "
+                                  "originator_version = %s").format(self.table), forgetting.scrub)
+        return first
+
+    def select_keys(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """``cell id hex -> (life, key)`` of those of ``cells`` that have a data key."""
+        with self._cursor(commit=False) as c:
+            c.execute(SQL("SELECT cell_id, life, key FROM {} WHERE cell_id = ANY(%s)").format(self.keys_table),
+                      (list(cells),))
+            return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
+
+    def select_keys_range(self, cells: tuple[str, str | None]) -> dict[str, tuple[int, bytes]]:
+        """The data keys of the cells in a range of cell ids."""
+        lo, hi = cells
+        sql = SQL("SELECT cell_id, life, key FROM {} WHERE cell_id >= %s").format(self.keys_table)
+        params = [lo]
+        if hi is not None:
+            sql += SQL(" AND cell_id < %s")
+            params.append(hi)
+        with self._cursor(commit=False) as c:
+            c.execute(sql, params)
+            return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
+
+    def vacuum(self) -> None:
+        """``VACUUM`` every table of the store's schema (after a forget: the dead row versions that
+        held plaintext are pruned; docs/forgetting.md says what only ``VACUUM FULL`` guarantees)."""
+        with self.datastore.get_connection() as conn:
+            autocommit = conn.autocommit
+            conn.autocommit = True
+            try:
+                c = conn.cursor(row_factory=tuple_row)
+                tables = c.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                   (self.datastore.schema,)).fetchall()
+                for (table,) in tables:
+                    c.execute(SQL("VACUUM {}.{}").format(Identifier(self.datastore.schema), Identifier(table)))
+            finally:
+                conn.autocommit = autocommit
+
+    def _insert_locked(self, c: Any, batch: list[Row], op_ids: Iterable[tuple[str, str, int]]) -> int:
+        """Insert ``batch`` under the table lock with its op ids; the first event index."""
+        for statement in self.lock_table_statements:
+            c.execute(statement)
+        c.execute(SQL("NOTIFY {}").format(Identifier(self.channel_name)))
+        c.execute(SQL("SELECT COALESCE(MAX(notification_id), 0) FROM {}").format(self.table))
+        first = int(c.fetchone()[0]) + 1
+        if batch:
+            ids, versions, topics, states = zip(*batch, strict=True)
+            c.execute(SQL(
+                "INSERT INTO {} (originator_id, originator_version, topic, state, notification_id) "
+                "SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %s::bytea[], %s::bigint[])"
+            ).format(self.table), (list(ids), list(versions), list(topics), list(states),
+                                   list(range(first, first + len(batch)))))
+        id_rows = [(ns, op_id, first + pos) for ns, op_id, pos in op_ids]
+        if id_rows:
+            namespaces, names, indices = zip(*id_rows, strict=True)
+            c.execute(SQL("INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])")
+                      .format(self.op_ids_table), (list(namespaces), list(names), list(indices)))
         return first
 
     # -- reads ---------------------------------------------------------------

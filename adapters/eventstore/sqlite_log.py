@@ -6,7 +6,9 @@ Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.sqlite_log``. On top
 - inserts a batch with one ``executemany`` and returns the notification ids (event indices);
 - records ``(namespace, op_id) -> event index`` in the same transaction as the events, under a
   unique constraint, so a resent operation is found and a concurrent duplicate fails cleanly;
-- loads the events of many cells in one query, and one cell's events up to an event index.
+- loads the events of many cells in one query, and one cell's events up to an event index;
+- keeps the cells' data keys (``pmem_keys``, :mod:`.sealing`): new keys are inserted, and a
+  forgotten cell's key deleted (its plaintext events scrubbed), in the transaction of the events.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import OperationalError, StoredEvent
@@ -29,7 +31,18 @@ from eventsourcing.sqlite import (
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHUNK = 500
+CHECKPOINT_TRIES = 40
 Row = tuple[str, int, str, bytes]
+KeyRow = tuple[str, int, bytes]  # (cell id hex, life, key)
+ScrubRow = tuple[bytes, str, int]  # (new state, cell id hex, revision)
+
+
+class Forgetting(NamedTuple):
+    """What a ``forget`` batch changes beside appending its events: the cells whose keys go, and the
+    plaintext (never sealed) events of those cells, rewritten without their sensitive fields."""
+
+    cells: list[str]
+    scrub: list[ScrubRow]
 
 
 class TunedConnectionPool(SQLiteConnectionPool):
@@ -75,6 +88,8 @@ class PmemRecorder(SQLiteApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS pmem_op_ids ("
             "namespace TEXT NOT NULL, op_id TEXT NOT NULL, event_index INTEGER NOT NULL, "
             "PRIMARY KEY (namespace, op_id)) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS pmem_keys (cell_id TEXT PRIMARY KEY, life INTEGER NOT NULL, "
+            "key BLOB NOT NULL) WITHOUT ROWID",
         ]
 
     def _insert_events(
@@ -85,18 +100,56 @@ class PmemRecorder(SQLiteApplicationRecorder):
         first = self._insert_rows(c, rows, [len(rows)], kwargs.get("op_ids", ()))
         return list(range(first, first + len(rows)))
 
-    def insert_rows(self, rows: Iterable[Row], count: list[int],
-                    op_ids: Iterable[tuple[str, str, int]] = ()) -> int:
+    def insert_rows(self, rows: Iterable[Row], count: list[int], op_ids: Iterable[tuple[str, str, int]] = (),
+                    keys: Iterable[KeyRow] = (), forgetting: Forgetting | None = None) -> int:
         """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
         event index of the first (the rest follow consecutively).
 
         ``rows`` may be a generator that encodes each event as it is bound: each encoded body is then
         freed before the next is made, several times faster than building them all first. It must
         keep ``count[0]`` equal to the rows it has produced. ``op_ids`` are ``(namespace, op_id,
-        position in rows)``, read after the rows are consumed and written in the same transaction.
+        position in rows)``, read after the rows are consumed and written in the same transaction, as
+        are the new data ``keys`` and what ``forgetting`` deletes and scrubs (``secure_delete`` on: the
+        freed bytes are overwritten).
         """
         with self.datastore.transaction(commit=True) as c:
-            return self._insert_rows(c, rows, count, op_ids)
+            if forgetting is not None:
+                c.execute("PRAGMA secure_delete=ON")
+            first = self._insert_rows(c, rows, count, op_ids)
+            key_rows = list(keys)
+            if key_rows:
+                c.executemany("INSERT INTO pmem_keys VALUES (?,?,?)", key_rows)
+            if forgetting is not None:
+                c.executemany("DELETE FROM pmem_keys WHERE cell_id=?", [(cell,) for cell in forgetting.cells])
+                c.executemany(f"UPDATE {self.events_table_name} SET state=? WHERE originator_id=? AND "
+                              "originator_version=?", forgetting.scrub)
+            return first
+
+    def select_keys(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """``cell id hex -> (life, key)`` of those of ``cells`` that have a data key."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT cell_id, life, key FROM pmem_keys WHERE cell_id IN ({','.join('?' * len(cells))})",
+                      list(cells))
+            return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
+
+    def select_keys_range(self, cells: tuple[str, str | None]) -> dict[str, tuple[int, bytes]]:
+        """The data keys of the cells in a range of cell ids."""
+        from pmem.adapters.eventstore.sealing import range_sql
+
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(*range_sql(*cells))
+            return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the file and truncate it to zero bytes (after a forget: the WAL then holds
+        no page that had the plaintext). A reader in the middle of a transaction holds the WAL: tried
+        again for up to ``CHECKPOINT_TRIES`` times 50 ms, then left to SQLite's next checkpoint."""
+        for _ in range(CHECKPOINT_TRIES):
+            with self.datastore.get_connection(commit=True) as conn:
+                busy = conn._sqlite_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy is None or not busy[0]:
+                return
+            time.sleep(0.05)
 
     def _insert_rows(self, c: SQLiteCursor, rows: Iterable[Row], count: list[int],
                      op_ids: Iterable[tuple[str, str, int]]) -> int:

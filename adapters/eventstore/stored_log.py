@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from pmem.adapters.eventstore.codec import OP_BY_TOPIC, decode_event, decode_fields, recorded_at
+from pmem.adapters.eventstore.sealing import KEY_TABLE, Keyring, range_sql
 from pmem.domain.errors import StoreUnavailable
 
 EVENTS_TABLE = "stored_events"  # the table of eventsourcing's SQLite recorder (a test checks the name)
@@ -69,9 +70,17 @@ def has_log(conn: sqlite3.Connection) -> bool:
 class LazyLog:
     """What projections and plain reads need of the log; the EventLog opens on first real need."""
 
-    def __init__(self, conn: sqlite3.Connection, open_log: Callable[[], Any]) -> None:
+    def __init__(self, conn: sqlite3.Connection, open_log: Callable[[], Any], label: str = "") -> None:
         self.conn = conn
         self._open_log = open_log
+        self.keys = Keyring(label, self._select_keys)  # the EventLog's ``keys`` share its cache (one label)
+
+    def _select_keys(self, cells: list[str]) -> dict[str, tuple[int, bytes]]:
+        return select_keys(self.conn, cells)
+
+    def load_keys(self, cells: CellRange) -> None:
+        """Cache the data keys of a range of cells (a rebuild reads the range next)."""
+        self.keys.refresh_range(cells, range_keys(self.conn, cells))
 
     def last_index(self) -> int:
         row = self._query(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}", ())
@@ -115,15 +124,37 @@ class LazyLog:
             raise StoreUnavailable(f"cannot read the log: {e}") from e
 
 
-def event_dict(row: RawRow) -> dict[str, Any]:
+def select_keys(conn: sqlite3.Connection, cells: list[str]) -> dict[str, tuple[int, bytes]]:
+    """The data keys of these cells (none in a file written before sealing: it has no key table)."""
+    return _keys(conn, f"SELECT cell_id, life, key FROM {KEY_TABLE} WHERE cell_id IN ({','.join('?' * len(cells))})",
+                 tuple(cells))
+
+
+def range_keys(conn: sqlite3.Connection, cells: CellRange) -> dict[str, tuple[int, bytes]]:
+    """The data keys of the cells in a range of cell ids."""
+    return _keys(conn, *range_sql(*cells))
+
+
+def _keys(conn: sqlite3.Connection, sql: str, params: tuple[str, ...]) -> dict[str, tuple[int, bytes]]:
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return {}
+        raise StoreUnavailable(f"cannot read the data keys: {e}") from e
+    return {r[0]: (int(r[1]), bytes(r[2])) for r in rows}
+
+
+def event_dict(row: RawRow, keys: Any = None) -> dict[str, Any]:
     """The plain dict ``pmem log`` prints for a raw row: index, key, op, value, applied, every other
     field that is set, and ``recorded_at``. A row stored at an older class version is upcast by the
-    codec; one with an unknown topic goes through the full decoder (the library's ``TopicError``)."""
+    codec, a sealed one opened with ``keys``; one with an unknown topic goes through the full decoder
+    (the library's ``TopicError``)."""
     index, cid, revision, topic, state = row
     op = OP_BY_TOPIC.get(topic)
     if op is None:
-        return object_dict(index, decode_event(topic, state, cid, revision))  # the library's TopicError
-    f = decode_fields(topic, state)
+        return object_dict(index, decode_event(topic, state, cid, revision, keys))  # the library's TopicError
+    f = decode_fields(topic, state, cid, revision, keys)
     d: dict[str, Any] = {"event_index": index, "key": f["key"], "op": op, "value": f.get("value"),
                          "applied": op != "noop"}
     for name, v in f.items():

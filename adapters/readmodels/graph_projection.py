@@ -16,6 +16,7 @@ from uuid import UUID
 
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb
+from pmem.domain.state import FORGOTTEN_TEXT
 from pmem.projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
 from pmem.projections.replay import IndexedEvent, fold
 
@@ -60,6 +61,10 @@ class GraphProjection(TrackedProjection):
 
     def _write_rows(self, rows: Any) -> None:
         self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), rows)
+
+    def _forget_cells(self, cells: list[str]) -> None:
+        """The rows of a forgotten cell's past heads keep their periods; their values are forgotten."""
+        self.conn.executemany(f"UPDATE {TABLE} SET value=? WHERE cell_id=?", [(FORGOTTEN_TEXT, c) for c in cells])
 
     def _seed(self, ids: set[UUID], upto: int) -> None:
         """Fold the earlier events of cells not in memory (a new cell has none) and load its open row."""

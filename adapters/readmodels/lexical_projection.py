@@ -103,6 +103,26 @@ class LexicalProjection(TrackedProjection):
         return (f"INSERT INTO {DOCS} VALUES (?, ?, ?, ?, ?, setweight(to_tsvector('simple', ?), 'A') || "
                 "setweight(to_tsvector('simple', ?), 'B') || setweight(to_tsvector('simple', ?), 'C'))")
 
+    def _forget_cells(self, cells: list[str]) -> None:
+        """Delete the documents of forgotten cells and take their words out of the document
+        frequencies; on SQLite, FTS5 then merges its segments (``optimize``), so the deleted
+        documents' tokens are gone from the index too, not only marked deleted."""
+        table, columns = ((FTS, "rowid, keywords, value, evidence") if self.fts5
+                          else (DOCS, "version_id, tsvector_to_array(doc)"))
+        marks = ",".join("?" * len(cells))
+        rows = self.conn.execute(f"SELECT {columns} FROM {table} WHERE cell IN ({marks})", cells).fetchall()
+        if not rows:
+            return
+        df: Counter[str] = Counter()
+        for row in rows:
+            df.update(set(" ".join(row[1:]).split()) if self.fts5 else set(row[1]))
+        df[""] = len(rows)
+        self.conn.executemany(f"UPDATE {TERMS} SET df = df - ? WHERE term = ?", [(n, t) for t, n in df.items()])
+        self.conn.execute(f"DELETE FROM {TERMS} WHERE df <= 0 AND term <> ''")
+        self.conn.execute(f"DELETE FROM {table} WHERE cell IN ({marks})", cells)
+        if self.fts5:
+            self.conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+
     def _version_ids(self, pairs: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
         out: dict[tuple[str, int], int] = {}
         for cell, vid in pairs:

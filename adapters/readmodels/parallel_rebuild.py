@@ -48,7 +48,16 @@ from typing import Any
 import orjson
 
 from pmem.adapters.eventstore import codec
-from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, CellRange, RawRow, range_rows, read_only
+from pmem.adapters.eventstore.sealing import SEALED, Keyring
+from pmem.adapters.eventstore.stored_log import (
+    EVENTS_TABLE,
+    CellRange,
+    RawRow,
+    range_keys,
+    range_rows,
+    read_only,
+    select_keys,
+)
 from pmem.adapters.readmodels import screening
 from pmem.adapters.storage.projection_db import ProjectionDb
 from pmem.domain.errors import ProjectionStopped, StoreUnavailable
@@ -68,7 +77,7 @@ def cell_ranges(count: int) -> list[CellRange]:
     return [(lo, hi) for lo, hi in zip(["", *bounds[1:]], [*bounds[1:], None], strict=True)]
 
 
-def fold_pieces(rows: list[RawRow], piece: int) -> Iterator[CellRows]:
+def fold_pieces(rows: list[RawRow], piece: int, keys: Any = None) -> Iterator[CellRows]:
     """The final rows of the cells whose stored rows these are (each cell's in revision order, the
     cells in any order: grouping them costs a third of sorting them), in primary-key order, in pieces
     of whole cells and at least ``piece`` events (the last one smaller). A cell's stored rows are let
@@ -80,14 +89,14 @@ def fold_pieces(rows: list[RawRow], piece: int) -> Iterator[CellRows]:
             cells[row[1]] = [row]
         else:
             found.append(row)
-    decode = _decoder()
+    decode = _decoder(keys)
     out = CellRows()
     for cid in sorted(cells):
         rows = cells.pop(cid)
         try:
             fold_cell(cid, decode(rows), out)
         except Exception as e:
-            raise _unappliable(rows, e) from e
+            raise _unappliable(rows, e, keys) from e
         if out.events >= piece:
             yield out
             out = CellRows()
@@ -95,9 +104,9 @@ def fold_pieces(rows: list[RawRow], piece: int) -> Iterator[CellRows]:
         yield out
 
 
-def fold_rows(rows: list[RawRow]) -> CellRows:
+def fold_rows(rows: list[RawRow], keys: Any = None) -> CellRows:
     """:func:`fold_pieces` in one piece."""
-    return next(fold_pieces(rows, 1 << 62), CellRows())
+    return next(fold_pieces(rows, 1 << 62, keys), CellRows())
 
 
 def insert_rows(conn: ProjectionDb | sqlite3.Connection, name: str, table: str,
@@ -125,18 +134,19 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
 def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
                 write: Callable[[CellRows, float], bool], piece: int = PIECE_EVENTS,
                 done: Callable[[int], Any] = lambda events: None,
-                idle: Callable[[], bool] = lambda: False) -> int:
+                idle: Callable[[], bool] = lambda: False, keys: Any = None) -> int:
     """Fold each range's rows (``read``) in pieces of at least ``piece`` events and write the pieces in
     order with ``write(rows, wait)``, which gives up (False) when another process holds the write
     lock for ``wait`` seconds. While folding, a write does not wait: the piece stays queued and the
     next one folds, so a process never sleeps on the lock while it has work. Once everything is
     folded, the queue is written; while another process holds the lock, ``idle`` runs first (a
     checkpoint of the WAL, :func:`checkpointer`), again while it says so, and then the write waits.
-    ``done`` gets each piece's event count once it is written. Returns the events folded."""
+    ``done`` gets each piece's event count once it is written. ``keys``: the keyring sealed fields are
+    opened with (``read`` caches the range's keys in it). Returns the events folded."""
     events = 0
     queue: deque[CellRows] = deque()
     for cells in ranges:
-        for out in fold_pieces(read(cells), piece):
+        for out in fold_pieces(read(cells), piece, keys):
             queue.append(out)
             events += out.events
             while queue and write(queue[0], 0.0):
@@ -194,13 +204,18 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     ``piece`` events (:func:`fold_ranges`). Returns the events folded."""
     src = read_only(store)
     dst = sqlite3.connect(store, isolation_level=None)
+    keys = Keyring(store, lambda cells: select_keys(src, cells))
+
+    def read(cells: CellRange) -> list[RawRow]:
+        keys.absorb(range_keys(src, cells))
+        return range_rows(src, EVENTS_TABLE, cells, stop, total)
+
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
         dst.execute("PRAGMA wal_autocheckpoint=0")
         with no_gc():
-            return fold_ranges(ranges, lambda cells: range_rows(src, EVENTS_TABLE, cells, stop, total),
-                               lambda out, wait: write_piece(dst, out, suffix, wait), piece,
-                               idle=checkpointer(dst))
+            return fold_ranges(ranges, read, lambda out, wait: write_piece(dst, out, suffix, wait), piece,
+                               idle=checkpointer(dst), keys=keys)
     finally:
         src.close()
         dst.close()
@@ -318,36 +333,38 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _decoder() -> Callable[[list[RawRow]], list[StoredEvent]]:
+def _decoder(keys: Any = None) -> Callable[[list[RawRow]], list[StoredEvent]]:
     """Decode the stored rows of one cell into ``(event index, revision, event class, fields)`` with the
-    one codec (:mod:`pmem.adapters.eventstore.codec`). A row at the current class version is decoded
-    inline (a rebuild does this a million times: a call per row costs more than the rest of the
-    loop); any other row, and any that does not parse, goes through ``decode_fields`` (upcasting, or
-    its one-line error)."""
+    one codec (:mod:`pmem.adapters.eventstore.codec`), sealed fields opened with ``keys``. A row at the
+    current class version is decoded inline (a rebuild does this a million times: a call per row
+    costs more than the rest of the loop); any other row, and any that does not parse, goes through
+    ``decode_fields`` (upcasting, or its one-line error)."""
     classes = codec.event_classes()  # eventsourcing: not loaded by a process that only reads
-    current, loads = codec.CLASS_VERSION, orjson.loads
+    current, loads, opened = codec.CLASS_VERSION, orjson.loads, codec.opened
 
     def decode(rows: list[RawRow]) -> list[StoredEvent]:
         out: list[StoredEvent] = []
-        for index, _, revision, topic, state in rows:
+        for index, cell, revision, topic, state in rows:
             cls: Any = classes.get(topic)
             try:
                 fields = loads(state)
             except orjson.JSONDecodeError:
                 cls = None
             if cls is None or fields.pop("class_version", 1) != current:
-                cls, fields = codec.event_class(topic), codec.decode_fields(topic, state)
+                cls, fields = codec.event_class(topic), codec.decode_fields(topic, state, cell, revision, keys)
+            elif SEALED in fields or cls.OP == "forget":
+                opened(topic, fields, cell, revision, keys)
             out.append((index, revision, cls, fields))
         return out
 
     return decode
 
 
-def _unappliable(rows: list[RawRow], e: Exception) -> Exception:
+def _unappliable(rows: list[RawRow], e: Exception, keys: Any) -> Exception:
     """The error for a cell whose rows did not fold: :class:`ProjectionStopped` naming the first row
     that cannot be applied (:mod:`.screening`), or ``e`` itself when every row reads."""
     for row in rows:
-        found = screening.screen(row)[1]
+        found = screening.screen(row, keys)[1]
         if isinstance(found, screening.Stop):
             return screening.Stop("frontier", found.namespace, found.index, found.reason).error()
     return e

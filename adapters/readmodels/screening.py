@@ -70,9 +70,10 @@ def row_namespace(state: bytes) -> str | None:
     return ns if isinstance(ns, str) and ns else None
 
 
-def screen(row: RawRow) -> tuple[str | None, IndexedEvent | Stop]:
-    """The namespace a stored row names (None when unreadable) and its event, or a :class:`Stop`
-    (projection name left empty) saying why it cannot be applied. The row is parsed once."""
+def screen(row: RawRow, keys: Any = None) -> tuple[str | None, IndexedEvent | Stop]:
+    """The namespace a stored row names (None when unreadable) and its event, sealed fields opened with
+    ``keys`` (:mod:`pmem.adapters.eventstore.sealing`), or a :class:`Stop` (projection name left empty)
+    saying why it cannot be applied. The row is parsed once."""
     index, hexid, revision, topic, state = row
     ns: str | None = None
     try:
@@ -80,6 +81,7 @@ def screen(row: RawRow) -> tuple[str | None, IndexedEvent | Stop]:
         if not isinstance(d, dict):
             raise ValueError("the stored event is not a JSON object")
         ns = d.get("namespace") if isinstance(d.get("namespace"), str) and d.get("namespace") else None
+        codec.opened(topic, d, hexid, revision, keys)
         version = d.pop("class_version", 1)
         if not isinstance(version, int) or version > codec.CLASS_VERSION:
             raise ValueError(f"class version {version!r} is not one this release reads "
@@ -98,10 +100,13 @@ def screened(log: Any, start: int, stop: int, skip: Mapping[str, int],
     each screened; rows of a namespace in ``skip`` from its index on are left out, and so is every
     row not of namespace ``only`` (when given). A stop is yielded in place of its row; the caller
     adds it to ``skip`` before asking for the next one."""
+    keys = getattr(log, "keys", None)  # the data keys of sealed events (a log of raw rows has none)
     while start <= stop:
         rows = log.rows(start, stop, PAGE)
+        if keys is not None:
+            keys.refresh(r[1] for r in rows)
         for row in rows:
-            ns, screened_row = screen(row)
+            ns, screened_row = screen(row, keys)
             if ns is not None and (row[0] >= skip.get(ns, row[0] + 1) or (only is not None and ns != only)):
                 continue
             yield screened_row

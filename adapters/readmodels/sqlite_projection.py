@@ -40,6 +40,7 @@ from pmem.adapters.readmodels.parallel_rebuild import (
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
 from pmem.adapters.storage.projection_db import ProjectionDb, SqliteDb, create_table
 from pmem.domain.errors import ProjectionStopped, StoreUnavailable
+from pmem.domain.state import FORGOTTEN_TEXT
 from pmem.projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VIEWS, Changes, FrontierProjector, Row
 from pmem.projections.replay import IndexedEvent
 
@@ -65,6 +66,10 @@ class Log(Protocol):
     def rows(self, start: int, stop: int | None, limit: int) -> list[RawRow]: ...
 
     def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]: ...
+
+    def load_keys(self, cells: CellRange) -> None: ...
+
+    keys: Any  # the keyring sealed fields are opened with (pmem.adapters.eventstore.sealing)
 
 
 class FrontierProjection(TrackedProjection):
@@ -262,14 +267,20 @@ class FrontierProjection(TrackedProjection):
                 piece = min(self.rebuild_piece, max(MIN_PIECE_EVENTS, target // (8 * workers)))
                 procs = [start_worker(store, share, target, len(ranges), suffix, piece)
                          for share in shares[1:]]
-                folded = fold_ranges(shares[0], lambda cells: self.log.rows_of_cells(cells, target, len(ranges)),
+                folded = fold_ranges(shares[0], lambda cells: self._range(cells, target, len(ranges)),
                                      lambda out, wait: write_piece(raw, out, suffix, wait), piece,
-                                     bar.update, checkpointer(raw))
+                                     bar.update, checkpointer(raw), self.log.keys)
                 for proc in procs:
                     folded += _advance(bar, finish_worker(proc))
             finally:
                 stop_workers(procs)
         return folded
+
+    def _range(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
+        """The stored rows of a range of cells, their data keys cached first."""
+        self.log.load_keys(cells)
+        rows: list[RawRow] = self.log.rows_of_cells(cells, stop, ranges)
+        return rows
 
     def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory
@@ -297,6 +308,12 @@ class FrontierProjection(TrackedProjection):
     def upsert_statement(self, table: str) -> str:
         columns, pk = TABLES[table]
         return self.conn.upsert(table, list(columns), pk)
+
+    def _forget_cells(self, cells: list[str]) -> None:
+        """The version rows were rewritten by the projector; evidence added later keeps its source
+        in ``evidence_events``."""
+        self.conn.executemany("UPDATE evidence_events SET source=? WHERE cell_id=? AND source IS NOT NULL",
+                              [(FORGOTTEN_TEXT, c) for c in cells])
 
     def _seed(self, ids: list[str]) -> None:
         """Load the stored state of these cells into the projector (new cells have none)."""

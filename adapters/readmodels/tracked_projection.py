@@ -214,6 +214,9 @@ class TrackedProjection:
                 self._seed_batch(events, start)
                 self._apply_events(events)
                 self._write_rows(self.projector.flush())
+                forgotten = sorted({e.originator_id.hex for _, e in events if e.OP == "forget"})
+                if forgotten:
+                    self._forget_cells(forgotten)
                 self._move_position(stop)
         except BaseException:
             self.projector.forget()
@@ -248,6 +251,10 @@ class TrackedProjection:
     def _write_rows(self, rows: Any) -> None:
         """Write what the projector flushed (the caller holds the transaction)."""
         raise NotImplementedError
+
+    def _forget_cells(self, cells: list[str]) -> None:
+        """Scrub what the rows written so far still hold of these forgotten cells' values, texts and
+        sources (the caller holds the transaction; docs/forgetting.md). Nothing by default."""
 
     def _move_position(self, stop: int) -> None:
         self.conn.execute(self.conn.upsert(TRACKING, ("name", "position", "version"), ("name",)),

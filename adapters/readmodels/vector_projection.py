@@ -34,8 +34,9 @@ from pmem.adapters.readmodels.tracked_projection import (
 )
 from pmem.adapters.storage.projection_db import ProjectionDb, as_db
 from pmem.domain.errors import StoreUnavailable
+from pmem.domain.state import FORGOTTEN_TEXT
 from pmem.projections.replay import IndexedEvent, Timeline, fold
-from pmem.projections.vectors import NewVector, VectorFold
+from pmem.projections.vectors import NewVector, VectorFold, version_text
 
 if TYPE_CHECKING:
     from pmem.adapters.eventstore.eventlog import EventLog
@@ -83,6 +84,7 @@ class VectorProjection(TrackedProjection):
 
     def __init__(self, log: EventLog, chunk: int = CHUNK, db: ProjectionDb | None = None) -> None:
         self.applied = 0  # events this object folded and committed (not those another process did)
+        self.forgotten = 0  # cells this object found forgotten while folding (their vectors must go)
         self._owned = db is None
         self._lock = threading.RLock()  # one connection: one transaction at a time across threads
         self.db = log.backend.connect_projections() if db is None else as_db(db)
@@ -213,11 +215,16 @@ class VectorProjection(TrackedProjection):
                 c.executemany("INSERT INTO pmem_vec_intervals VALUES (?,?,?,?)",
                               [(ids[(hexid, vid)], ns, o, cl) for vid, spans in f.spans(cid).items()
                                for o, cl in spans])
+            forgotten = sorted({e.originator_id.hex for _, e in events if e.OP == "forget"})
+            for hexid in forgotten:  # the versions' texts are forgotten (their vectors: VectorSearch)
+                c.execute("UPDATE pmem_vec_versions SET text = ? WHERE cell = ?",
+                          (version_text(f.timelines[UUID(hexid)].state.key, FORGOTTEN_TEXT), hexid))
             if resumed is None:
                 self._move_position(stop)
             else:
                 self._resumed(resumed, events)
         self.applied += stop - start
+        self.forgotten += len(forgotten)
         return stop
 
     def _reapply(self, stop: Stop) -> int:

@@ -61,7 +61,13 @@ class VectorSearch:
         if (target is None and self.index is not None and self.projection.log.last_index() == self._position
                 and (self.cache_path is None or self.cache_path.exists())):
             return self._position
+        gone = self.cache_path is not None and self._saved > 0 and not self.cache_path.exists()
+        if self.index is not None and gone:
+            self._forget()  # deleted behind this object's back (a forget, or a rebuild, elsewhere): start over
+        forgotten = self.projection.forgotten
         position = self.projection.catch_up(target, self.progress)
+        if self.projection.forgotten != forgotten:
+            self.drop_vectors()
         self._sync(position)
         self._position = position
         return position
@@ -112,6 +118,13 @@ class VectorSearch:
         if self.cache_path is not None:
             self.cache_path.unlink(missing_ok=True)
         return self.catch_up()
+
+    def drop_vectors(self) -> None:
+        """Forget the index in memory and delete its cache file (a cell was forgotten: its vectors must
+        go); the next catch-up embeds every text again, from the embedding cache where it can."""
+        self._forget()
+        if self.cache_path is not None:
+            self.cache_path.unlink(missing_ok=True)
 
     # -- the cache -----------------------------------------------------------
     def _sync(self, position: int) -> None:

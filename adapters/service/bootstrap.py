@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.adapters.eventstore.sealing import key_scope
 from pmem.adapters.eventstore.stored_log import LazyLog, has_log
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
@@ -195,4 +196,4 @@ def _events(backend: Any, db: Any, log: LogHandle) -> LazyLog | EventLog:
         return log.get()
     if not has_log(db.raw):  # a file with no P-Mem log yet: the EventLog creates it
         log.get()
-    return LazyLog(db.raw, log.get) if has_log(db.raw) else log.get()
+    return LazyLog(db.raw, log.get, key_scope(backend)) if has_log(db.raw) else log.get()

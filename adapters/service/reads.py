@@ -83,8 +83,9 @@ class Reads:
         start = after + 1
         while True:
             rows = self.w.events.rows(start, as_of, LOG_PAGE)
+            self.w.events.keys.refresh(r[1] for r in rows)
             for row in rows:
-                d = logged(row)
+                d = logged(row, self.w.events.keys)
                 if d["namespace"] == ns or d["namespace"] is None:
                     out.append(d)
                     if limit is not None and len(out) >= limit:
@@ -143,12 +144,13 @@ class Reads:
         return bool(projection.position() < self.w.events.last_index())
 
 
-def logged(row: Any) -> dict[str, Any]:
+def logged(row: Any, keys: Any = None) -> dict[str, Any]:
     """What ``log`` shows for a stored row: the event, or, for a row that cannot be read (written by a
     newer release, or damaged), its index, namespace (None when unreadable: then every namespace's log
-    shows it) and why, so that one bad row neither hides the rest of the log nor fails it."""
+    shows it) and why, so that one bad row neither hides the rest of the log nor fails it. Sealed
+    fields are opened with ``keys``."""
     try:
-        return event_dict(row)
+        return event_dict(row, keys)
     except Exception as e:  # noqa: BLE001  (whatever it is, this row cannot be read: say why)
         return {"event_index": row[0], "namespace": screening.row_namespace(row[4]), "undecodable": reason_of(e)}
 
@@ -159,13 +161,14 @@ class LogRows:
     there. Slower than the projections: a cell's events are found by reading the log up to ``upto``."""
 
     def __init__(self, events: Any) -> None:
-        self.events = events  # LazyLog or EventLog: rows(start, stop, limit)
+        self.events = events  # LazyLog or EventLog: rows(start, stop, limit) and the keyring, keys
 
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[IndexedEvent]:
         while True:
             rows = self.events.rows(start, stop, LOG_PAGE)
+            self.events.keys.refresh(r[1] for r in rows)
             for index, cid, revision, topic, state in rows:
-                yield index, decode_event(topic, state, cid, revision)
+                yield index, decode_event(topic, state, cid, revision, self.events.keys)
             if len(rows) < LOG_PAGE:
                 return
             start = rows[-1][0] + 1
@@ -176,10 +179,12 @@ class LogRows:
         start = 1
         while True:
             rows = self.events.rows(start, upto, LOG_PAGE)
+            self.events.keys.refresh(r[1] for r in rows if r[1] in wanted)
             for index, cid, revision, topic, state in rows:
                 hexid = cid.hex if isinstance(cid, UUID) else UUID(str(cid)).hex
                 if hexid in wanted:
-                    out.setdefault(UUID(hexid), []).append((index, decode_event(topic, state, hexid, revision)))
+                    event = decode_event(topic, state, hexid, revision, self.events.keys)
+                    out.setdefault(UUID(hexid), []).append((index, event))
             if len(rows) < LOG_PAGE:
                 return out
             start = rows[-1][0] + 1

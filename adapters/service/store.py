@@ -11,7 +11,8 @@ Every write returns a :class:`~pmem.domain.views.Receipt`; every read accepts ``
 
 :class:`Store` only composes: :func:`.bootstrap.bootstrap` wires the parts, and each method hands its
 call to a use case (:class:`.writes.Writes`, :class:`.reads.Reads`, :class:`.searching.Searches`,
-:class:`.admin.Admin`). Its methods are grouped by role into four small interfaces, which it joins.
+:class:`.admin.Admin`, :class:`.forgetting.Forgetting`). Its methods are grouped by role into five small
+interfaces, which it joins.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS
 from pmem.adapters.service.admin import Admin
 from pmem.adapters.service.bootstrap import Wiring, bootstrap
 from pmem.adapters.service.doctor import SAMPLE_CELLS, Doctor
+from pmem.adapters.service.forgetting import Forgetting
 from pmem.adapters.service.reads import Reads, checked_flag
 from pmem.adapters.service.searching import DEFAULT_K, Searches
 from pmem.adapters.service.writes import Writes
@@ -47,6 +49,7 @@ __all__ = ["DEFAULT_TRUST", "PROJECTION_NAMES", "VECTORS", "Evidence", "Operatio
 class _Parts:
     _w: Wiring
     _writes: Writes
+    _forgetting: Forgetting
     _reads: Reads
     _searches: Searches
     _admin: Admin
@@ -93,6 +96,20 @@ class WriteApi(_Parts):
     def declare_prerequisite(self, before: str, after: str, **evidence: Any) -> Receipt:
         """Record that ``after`` (a key or entity) may be asked or used only once ``before`` is known."""
         return self._writes.declare_prerequisite(before, after, **evidence)
+
+
+class ForgetApi(_Parts):
+    """The right to erasure (docs/forgetting.md)."""
+
+    def forget(self, key: str | None = None, *, subject: str | None = None,
+               namespace: str | None = None) -> list[Receipt]:
+        """Forget the cell ``key``, or with ``subject`` every cell of that subject (the key ``subject``
+        and every ``subject.*``): a ``Forgotten`` event is appended to each and its data key destroyed,
+        so its values, evidence texts, sources and reasons read ``<forgotten>`` everywhere, at every
+        ``as_of``; every projection and cache drops them. ``get`` then reads the cell as empty; a later
+        write starts it afresh under a new key. One receipt (op ``forget``) per cell forgotten; a cell
+        with nothing new since its last forget, or never written, gets none."""
+        return self._forgetting.forget(key, subject=subject, namespace=namespace)
 
 
 class ReadApi(_Parts):
@@ -228,7 +245,7 @@ def _not_a_key(s: object) -> NoReturn:
     raise InvalidOperation(f"spellings must be strings, got {type(s).__name__}", field="spellings")
 
 
-class Store(WriteApi, ReadApi, SearchApi, AdminApi):
+class Store(WriteApi, ForgetApi, ReadApi, SearchApi, AdminApi):
     """A P-Mem store on one SQLite file (or ``":memory:"``) or a PostgreSQL database (a
     ``postgresql://`` URL), scoped to a default namespace.
 
@@ -246,6 +263,7 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
                                 vector_index=vector_index, embedder=embedder, embedder_base=embedder_base,
                                 progress=progress)
         self._writes, self._reads, self._admin = Writes(w), Reads(w), Admin(w)
+        self._forgetting = Forgetting(w)
         self._searches = Searches(w, self._reads)
         self.vector_index, self.progress = w.vector_index, w.progress
         self.backend, self.projection_db, self.projections = w.backend, w.projection_db, w.projections
@@ -277,6 +295,7 @@ class Store(WriteApi, ReadApi, SearchApi, AdminApi):
         finally:
             closed = cast(Any, _Closed())
             self._w, self._writes, self._reads, self._searches, self._admin = (closed,) * 5
+            self._forgetting = closed
 
     def __enter__(self) -> Store:
         return self

@@ -366,6 +366,10 @@ class LogBreaksAfter:
 
     def __init__(self, log: Any, n: int) -> None:
         self.log, self.n, self.reads = log, n, 0
+        self.keys = log.keys  # the data keys sealed fields open with
+
+    def load_keys(self, cells: Any) -> None:
+        self.log.load_keys(cells)
 
     def last_index(self) -> int:
         return int(self.log.last_index())

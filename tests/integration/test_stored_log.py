@@ -32,7 +32,7 @@ def test_raw_rows_give_the_same_dicts_and_last_index_as_decoded_events(store: pm
     store.apply([{"op": "support", "key": "a", "op_id": "o"}, {"op": "reject", "key": "b"}])
     rows = store._events.rows(1, None, 100)
     decoded = list(store.log_store.indexed_events())
-    assert [event_dict(r) for r in rows] == [object_dict(i, e) for i, e in decoded]
+    assert [event_dict(r, store._events.keys) for r in rows] == [object_dict(i, e) for i, e in decoded]
     assert store.last_index() == store.log_store.last_index() == 5
 
 

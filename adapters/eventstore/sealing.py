@@ -1,0 +1,223 @@
+"""Sealing: the values, evidence texts, sources and reasons of a stored event, encrypted under its
+cell's data key (AES-256-GCM, the ``cryptography`` package), so that forgetting a cell is destroying
+one key (crypto-shredding, docs/forgetting.md).
+
+A sealed event's stored JSON has those fields removed and one field added::
+
+    "_sealed": [life, ["value", "text", ...], "<base64 of nonce + ciphertext>"]
+
+``life`` is the cell revision at which the key was made (a forgotten cell's next write makes a new
+key, so a new life); the names say which fields the ciphertext holds (a field that was ``None`` is
+stored as it was); the ciphertext is the JSON list of their values. The associated data binds it to
+the cell, the event's revision and the field names, so a blob moved to another event or cell does
+not open. Keys live in the table ``pmem_keys`` (cell id hex, life, key) of the store's own database,
+written in the transaction that appends the event that first needs one and deleted in the
+transaction that appends ``Forgotten``. An event whose key is gone (or whose life is not the key's)
+reads :data:`~pmem.domain.state.FORGOTTEN_TEXT` in every sealed field; so does a scrubbed event
+(life 0: an event written before sealing existed, rewritten when its cell was forgotten).
+
+Keys are cached per process (:data:`CACHE`, by store and cell), with one ``AESGCM`` object per key.
+A process drops a cell's key when it forgets the cell or reads its ``Forgotten`` event, and every read
+of stored events loads the keys of the cells it reads again (:meth:`Keyring.refresh`, one query per
+batch): a key another process has destroyed is never used from the cache to open an old event. The
+write path uses the cache; a stale key there meets a version conflict first (the other process
+appended ``Forgotten``), and the retry reads the cell again.
+"""
+
+from __future__ import annotations
+
+import binascii
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from pmem.domain.state import FORGOTTEN_TEXT
+
+SEALED = "_sealed"
+FIELDS = ("value", "rejected", "text", "source", "reason")  # what sealing hides; keys and numbers stay plain
+KEY_TABLE = "pmem_keys"
+FORGOTTEN_TOPIC = "pmem.cell/Forgotten"
+SCRUBBED_LIFE = 0  # no key ever has it: lives are cell revisions, from 1
+Key = tuple[int, AESGCM]  # (life, cipher)
+Fetch = Callable[[list[str]], dict[str, tuple[int, bytes]]]  # cell ids hex -> (life, key bytes) of those found
+
+# (store label, cell id hex) -> (life, cipher): every keyring of a process shares it
+CACHE: dict[tuple[str, str], Key] = {}
+MAX_CACHED = 100_000  # an AESGCM object holds about 2.4 KB: the cache stays under about 250 MB
+
+
+def key_scope(backend: Any) -> str:
+    """The name a store's keys are cached under: its resolved file, its in-memory database's name, or
+    its PostgreSQL URL (without password) and schema (cell ids repeat across stores)."""
+    path = getattr(backend, "path", None)
+    if path is not None:
+        return str(Path(path).resolve())
+    schema = getattr(backend, "schema", None)
+    return f"{backend.label}#{schema}" if schema is not None else str(getattr(backend, "db", backend.label))
+
+
+def new_key(life: int) -> tuple[Key, bytes]:
+    """A fresh data key for a cell life starting at revision ``life``: the cached form and the bytes."""
+    raw = AESGCM.generate_key(bit_length=256)
+    return (life, AESGCM(raw)), raw
+
+
+def _aad(cell: str, revision: int, names: Iterable[str]) -> bytes:
+    return f"pmem-seal-1|{cell}|{revision}|{','.join(names)}".encode()
+
+
+class _Nonces:
+    """Random 12-byte nonces (a fresh random nonce per event, as AES-GCM with random nonces needs), read
+    from the OS 4,096 at a time: one ``os.urandom`` per event cost as much as the encryption. Taken
+    under a lock (two threads must never get the same bytes); a forked child starts a pool of its own."""
+
+    def __init__(self) -> None:
+        self.pool, self.at = b"", 0
+        self.lock = threading.Lock()
+
+    def take(self) -> bytes:
+        with self.lock:
+            if self.at >= len(self.pool):
+                self.pool, self.at = os.urandom(12 * 4096), 0
+            self.at += 12
+            return self.pool[self.at - 12:self.at]
+
+    def reset(self) -> None:
+        self.pool, self.at = b"", 0
+        self.lock = threading.Lock()
+
+
+_NONCES = _Nonces()
+os.register_at_fork(after_in_child=_NONCES.reset)
+
+
+def seal(fields: dict[str, Any], cell: str, revision: int, key: Key) -> dict[str, Any]:
+    """A copy of ``fields`` with the set ones of :data:`FIELDS` sealed under ``key``."""
+    out = dict(fields)
+    names = [n for n in FIELDS if out.get(n) is not None]
+    if not names:
+        return out
+    plain = orjson.dumps([out.pop(n) for n in names])
+    nonce = _NONCES.take()
+    box = key[1].encrypt(nonce, plain, _aad(cell, revision, names))
+    out[SEALED] = [key[0], names, binascii.b2a_base64(nonce + box, newline=False).decode("ascii")]
+    return out
+
+
+def scrubbed(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """A plaintext (never sealed) event's fields with the set ones of :data:`FIELDS` replaced by an
+    unopenable seal of life 0, or None when it holds none of them."""
+    names = [n for n in FIELDS if fields.get(n) is not None]
+    if not names or SEALED in fields:
+        return None
+    out = {k: v for k, v in fields.items() if k not in names}
+    out[SEALED] = [SCRUBBED_LIFE, names, ""]
+    return out
+
+
+class Keyring:
+    """The data keys of one store, read through ``fetch`` and cached in :data:`CACHE`."""
+
+    def __init__(self, store: str, fetch: Fetch) -> None:
+        self.store, self.fetch = store, fetch
+
+    def get(self, cell: str) -> Key | None:
+        found = CACHE.get((self.store, cell))
+        return found if found is not None else self.lookup([cell]).get(cell)
+
+    def absorb(self, found: dict[str, tuple[int, bytes]]) -> None:
+        """Cache these keys (``cell id hex -> (life, key)``, as a range of cells was read at once)."""
+        if len(CACHE) + len(found) > MAX_CACHED:
+            CACHE.clear()
+        for cell, (life, raw) in found.items():
+            CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
+
+    def prefetch(self, cells: Iterable[str]) -> None:
+        """Load the keys of these cells that are not cached (one query per 500)."""
+        self.lookup(cells)
+
+    def lookup(self, cells: Iterable[str]) -> dict[str, Key]:
+        """The keys of these cells that have one, from the cache or read (one query per 500 missing):
+        the caller holds them whatever the cache keeps (it is emptied past :data:`MAX_CACHED` keys)."""
+        out: dict[str, Key] = {}
+        missing = []
+        for c in dict.fromkeys(cells):
+            found = CACHE.get((self.store, c))
+            if found is None:
+                missing.append(c)
+            else:
+                out[c] = found
+        if len(CACHE) + len(missing) > MAX_CACHED:
+            CACHE.clear()
+        for start in range(0, len(missing), 500):
+            for cell, (life, raw) in self.fetch(missing[start:start + 500]).items():
+                out[cell] = CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
+        return out
+
+    def refresh(self, cells: Iterable[str]) -> None:
+        """Load the keys of these cells again, cached or not: a read of stored events must not open
+        what another process has forgotten since this one cached the key."""
+        wanted = list(dict.fromkeys(cells))
+        self.drop(wanted)
+        self.prefetch(wanted)
+
+    def refresh_range(self, cells: tuple[str, str | None], found: dict[str, tuple[int, bytes]]) -> None:
+        """Replace the cached keys of a range of cell ids ``[lo, hi)`` with ``found`` (read at once)."""
+        lo, hi = cells
+        self.drop([c for s, c in list(CACHE) if s == self.store and c >= lo and (hi is None or c < hi)])
+        self.absorb(found)
+
+    def remember(self, cell: str, key: Key) -> None:
+        CACHE[(self.store, cell)] = key
+
+    def drop(self, cells: Iterable[str]) -> None:
+        for cell in cells:
+            CACHE.pop((self.store, cell), None)
+
+    def unseal(self, fields: dict[str, Any], cell: str, revision: int) -> dict[str, Any]:
+        """``fields`` with their sealed fields opened in place (:data:`FORGOTTEN_TEXT` where the key is
+        gone or the blob does not open)."""
+        life, names, blob = fields.pop(SEALED)
+        key = None if life == SCRUBBED_LIFE else self.get(cell)
+        if key is not None and key[0] < life:  # another process forgot the cell since: read again
+            self.drop([cell])
+            key = self.get(cell)
+        values: list[Any] | None = None
+        if key is not None and key[0] == life:
+            raw = binascii.a2b_base64(blob)
+            try:
+                values = orjson.loads(key[1].decrypt(raw[:12], raw[12:], _aad(cell, revision, names)))
+            except InvalidTag:
+                values = None
+        if values is None:
+            values = [FORGOTTEN_TEXT] * len(names)
+        fields.update(zip(names, values, strict=True))
+        return fields
+
+
+def range_sql(lo: str, hi: str | None, mark: str = "?") -> tuple[str, tuple[str, ...]]:
+    """The query of the keys of a range of cell ids ``[lo, hi)`` (``hi`` None: no upper bound)."""
+    sql = f"SELECT cell_id, life, key FROM {KEY_TABLE} WHERE cell_id >= {mark}"
+    return (sql, (lo,)) if hi is None else (sql + f" AND cell_id < {mark}", (lo, hi))
+
+
+class Plain:
+    """A keyring for reading alone where there is no key table to read (a log written before
+    sealing, an in-memory copy): every sealed field reads as forgotten."""
+
+    def unseal(self, fields: dict[str, Any], cell: str, revision: int) -> dict[str, Any]:
+        _, names, _ = fields.pop(SEALED)
+        fields.update(dict.fromkeys(names, FORGOTTEN_TEXT))
+        return fields
+
+    def prefetch(self, cells: Iterable[str]) -> None:
+        """Nothing to load."""
+
+    def drop(self, cells: Iterable[str]) -> None:
+        """Nothing cached."""
