@@ -88,17 +88,17 @@ def damage(url: str, index: int, how: str) -> tuple[str, bytes]:
     topic, state = row_at(url, index)
     fields = json.loads(state)
     if how == "topic":
-        set_row(url, index, "pmem.cell/Forgotten", state)  # a topic a newer release may write
+        set_row(url, index, "pmem.cell/Renamed", state)  # a topic a newer release may write
     elif how == "version":
         set_row(url, index, topic, json.dumps({**fields, "class_version": 3}).encode())
     elif how == "type":
-        set_row(url, index, topic, json.dumps({**fields, "value": 5}).encode())
+        set_row(url, index, topic, json.dumps({**fields, "trust": "high"}).encode())  # not a sealed field
     else:  # unreadable bytes: not even the namespace can be read
         set_row(url, index, topic, b"\xff garbage")
     return topic, state
 
 
-REASONS = {"topic": "pmem.cell/Forgotten", "version": "class version 3", "type": "field 'value' is int"}
+REASONS = {"topic": "pmem.cell/Renamed", "version": "class version 3", "type": "field 'trust' is str"}
 
 
 def views(s: pmem.Store, ns: str) -> list[Any]:
