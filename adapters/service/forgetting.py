@@ -23,7 +23,6 @@ from pmem.domain.keys import cell_id, normalize_key
 from pmem.domain.operations import checked_namespace, shown
 from pmem.domain.views import Receipt
 from pmem.projections.ports import VECTOR_INDEX_KINDS
-from pmem.projections.vectors import version_text
 
 
 class Forgetting:
@@ -119,6 +118,8 @@ class Forgetting:
 def _plaintexts(log: Any, ns: str, keys: list[str]) -> set[str]:
     """Every text the embedding cache may hold of these cells: each value (alone, as an entity of the
     graph, and as the ``key: value`` a version is embedded as) and each evidence text."""
+    from pmem.projections.vectors import version_text  # loads eventsourcing: only when forgetting
+
     out: set[str] = set()
     for events in log.cell_events([cell_id(ns, k) for k in keys]).values():
         for _, e in events:
