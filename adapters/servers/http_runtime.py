@@ -39,8 +39,12 @@ def status_of(e: PmemError) -> int:
         return 401
     if isinstance(e, Forbidden):
         return 403
-    if isinstance(e, (RetryConflict, ConflictRetriesExhausted)):
+    if isinstance(e, RetryConflict):
         return 409
+    # Other writers kept winning the same cells: nothing was written and the same batch may be resent
+    # (its op ids make that safe), so it is "try again", not a conflict the caller must resolve.
+    if isinstance(e, ConflictRetriesExhausted):
+        return 503
     if isinstance(e, (StoreError, MissingExtra)):
         return 503
     return 400  # bad input (InvalidOperation and the rest: an unknown projection, a reader not configured)
@@ -99,5 +103,7 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
 def error_response(e: PmemError) -> Response:
     status = status_of(e)
     detail = str(e).encode("utf-8", "backslashreplace").decode()
-    return json_response({"error": e.kind, "detail": detail}, status,
-                         {"WWW-Authenticate": "Bearer"} if status == 401 else None)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if isinstance(e, ConflictRetriesExhausted):
+        headers = {"Retry-After": "1"}
+    return json_response({"error": e.kind, "detail": detail}, status, headers)

@@ -172,6 +172,16 @@ class StaleWorkerOnFirstRead:
     def last_index(self) -> int:
         return int(self.log.last_index())
 
+    @property
+    def keys(self) -> Any:  # the data keys sealed fields are opened with
+        return self.log.keys
+
+    def load_keys(self, cells: Any) -> None:
+        self.log.load_keys(cells)
+
+    def rows(self, start: int, stop: int | None, limit: int) -> Any:
+        return self.log.rows(start, stop, limit)
+
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Any:
         return self.log.indexed_events(start, stop)
 

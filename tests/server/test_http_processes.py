@@ -129,4 +129,5 @@ def _send_until_answered(c: httpx.Client, ops: list[dict[str, Any]], errors: lis
         if r.status_code != 503:
             errors.append(f"{r.status_code}: {r.text}")
             return [{"event_index": None}] * len(ops)
+        time.sleep(0.05)  # the server said try again (Retry-After); the same op ids make the resend safe
     raise AssertionError("the server never answered")
