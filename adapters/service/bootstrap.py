@@ -70,6 +70,7 @@ class EmbedderSlot:
         self._embedder: Embedder | None = None
         self._choice: Any = None
         self._owned: Any = None
+        self._in_memory: Embedder | None = None
         self.cache_path: Callable[[], Path | None] = lambda: None  # where the text cache goes: the backend's
         if embedder is None or isinstance(embedder, str):
             from pmem.adapters.embedders.choice import EmbedderChoice  # light: no model library
@@ -82,6 +83,16 @@ class EmbedderSlot:
         if self._embedder is None:
             self._embedder = self._owned = self._choice.build(self.cache_path())
         return self._embedder
+
+    def in_memory(self) -> Embedder:
+        """The same embedder with its text cache in memory, for a store whose file cannot be written
+        (a search from the log there: :mod:`.log_search`); an injected embedder as it is."""
+        if self._choice is None:
+            assert self._embedder is not None
+            return self._embedder
+        if self._in_memory is None:
+            self._in_memory = self._choice.build(None)
+        return self._in_memory
 
     def close(self) -> None:
         if self._owned is not None:

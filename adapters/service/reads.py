@@ -139,6 +139,17 @@ class Reads:
         frontier.check_readable(namespace, as_of)
         return self.w.reader
 
+    def log_rows(self, namespace: str, as_of: int | None) -> LogRows | None:
+        """The log's rows when reads of ``namespace`` as of ``as_of`` must come from the log (the frontier
+        projection lags and cannot be caught up: the store cannot be written), else None."""
+        with self.w.lock:
+            try:
+                reader = self.caught_up_reader(namespace, as_of)
+            except StoreUnavailable:
+                return None
+        source = reader.source if isinstance(reader, ReplayReader) else None
+        return source if isinstance(source, LogRows) else None
+
     def lags(self, projection: Any) -> bool:
         """Whether ``projection`` is behind the log (reading both, writing nothing)."""
         return bool(projection.position() < self.w.events.last_index())

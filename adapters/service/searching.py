@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.service.bootstrap import Wiring
+from pmem.adapters.service.log_search import log_search
 from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
-from pmem.domain.errors import InvalidOperation
+from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.operations import checked_count, optional_count, shown, string_problem
 from pmem.projections.graph import EntityGraph
 from pmem.projections.reading import ReadResult
@@ -30,7 +31,8 @@ class Searches:
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
                namespace: str | None = None, system: bool = False, ranking: str = "hybrid") -> list[SearchResult]:
         """Hybrid search (:mod:`pmem.adapters.search.hybrid`): the vector and lexical channels fused; with
-        ``ranking="vector"`` the vector channel alone (exact cosine scores)."""
+        ``ranking="vector"`` the vector channel alone (exact cosine scores). On a store that cannot be
+        written whose projections lag, the vector channel alone over a fold of the log (:mod:`.log_search`)."""
         query, k = checked_text(query, "query"), checked_k(k)
         ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
         if not isinstance(system, bool):
@@ -41,9 +43,17 @@ class Searches:
         from pmem.projections.vectors import SearchResult
 
         with self.w.lock:  # the lexical projection reads and writes on the shared projection connection
-            vectors, lexical = self.w.vector_search(), self.w.projections["lexical"]
-            n, hits = HybridSearch(vectors, lexical).search(query, k, as_of, ns, system=system,
-                                                            lexical=ranking == "hybrid")
+            try:
+                vectors, lexical = self.w.vector_search(), self.w.projections["lexical"]
+                n, hits = HybridSearch(vectors, lexical).search(query, k, as_of, ns, system=system,
+                                                                lexical=ranking == "hybrid")
+            except StoreUnavailable:
+                log = self.reads.log_rows(ns, as_of)
+                if log is None:  # the store can be written, or the projections do not lag: a real failure
+                    raise
+                last = self.reads.last_index()
+                n = last if as_of is None else min(as_of, last)
+                return log_search(log, self.w.embedders, query, k, n, ns, system=system)
             for projection in (vectors.projection, lexical):
                 projection.check_readable(ns, as_of)
         out = []
