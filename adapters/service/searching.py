@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.adapters.service.log_search import log_search
 from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.operations import checked_count, optional_count, shown, string_problem
@@ -51,6 +50,8 @@ class Searches:
                 log = self.reads.log_rows(ns, as_of)
                 if log is None:  # the store can be written, or the projections do not lag: a real failure
                     raise
+                from pmem.adapters.service.log_search import log_search  # numpy and the fold: only here
+
                 last = self.reads.last_index()
                 n = last if as_of is None else min(as_of, last)
                 return log_search(log, self.w.embedders, query, k, n, ns, system=system)
