@@ -150,6 +150,19 @@ class Reads:
         source = reader.source if isinstance(reader, ReplayReader) else None
         return source if isinstance(source, LogRows) else None
 
+    def search_log(self, namespace: str, as_of: int | None) -> LogRows | None:
+        """The log's rows when a search that could not catch its projections up must come from the log:
+        the frontier reads from the log there (:meth:`log_rows`), or it is caught up but the search
+        projections (the lexical one stands for both: a search catches both up) lag. Else None."""
+        log = self.log_rows(namespace, as_of)
+        if log is not None:
+            return log
+        try:
+            behind = self.lags(self.w.projections["lexical"])
+        except StoreUnavailable:
+            return None
+        return LogRows(self.w.events) if behind else None
+
     def lags(self, projection: Any) -> bool:
         """Whether ``projection`` is behind the log (reading both, writing nothing)."""
         return bool(projection.position() < self.w.events.last_index())

@@ -47,8 +47,8 @@ class Searches:
                 n, hits = HybridSearch(vectors, lexical).search(query, k, as_of, ns, system=system,
                                                                 lexical=ranking == "hybrid")
             except StoreUnavailable:
-                log = self.reads.log_rows(ns, as_of)
-                if log is None:  # the store can be written, or the projections do not lag: a real failure
+                log = self.reads.search_log(ns, as_of)
+                if log is None:  # the search projections do not lag: a real failure
                     raise
                 from pmem.adapters.service.log_search import log_search  # numpy and the fold: only here
 
