@@ -77,6 +77,7 @@ def run(argv: Sequence[str]) -> int:
     if args.command is None:
         raise UsageError("pmem: a command is required (try pmem --help)")
     args.db = getattr(args, "db", None) or os.environ.get("PMEM_DB") or "pmem.db"
+    args.namespace_given = getattr(args, "namespace", None) is not None  # export: one namespace, else all
     args.namespace = _namespace(getattr(args, "namespace", None))
     for name in ("as_of", "after", "limit"):
         check_index(f"--{name.replace('_', '-')}", getattr(args, name, None))

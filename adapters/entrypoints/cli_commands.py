@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, server_cli
+from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, portability_cli, server_cli
 from pmem.adapters.entrypoints.cli_common import (
     Args,
     Command,
@@ -216,6 +216,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("read", "the context an agent receives for QUESTION", _add_read, _read, _check_read),
     cli_jobs.DOCTOR,
     cli_jobs.MIGRATE,
+    *portability_cli.COMMANDS,
     cli_jobs.DEMO,
     *server_cli.COMMANDS,
     mcp_cli.MCP,

@@ -149,7 +149,7 @@ class ExportReader:
         if not (_count(i) and _count(rev) and isinstance(cell, str) and len(cell) == 32
                 and isinstance(topic, str) and isinstance(state, str)):
             raise self.fail("damaged event line (expected i, cell, rev, topic, state)")
-        return i, cell, rev, topic, state.encode("utf-8")
+        return int(i), cell, int(rev), topic, state.encode("utf-8")  # type: ignore[arg-type]  # checked above
 
     def op_ids(self) -> Iterator[OpIdRow]:
         for value in self._section("op_id"):

@@ -22,6 +22,7 @@ from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import KEY_EDITION
 
 OP_IDS, KEYS = "pmem_op_ids", "pmem_keys"
+PG_EVENTS = "pmem_events"  # eventsourcing names the PostgreSQL table after the application (EventLog.name)
 FETCH = 5_000  # rows a PostgreSQL server-side cursor hands over at a time
 
 
@@ -84,7 +85,7 @@ class PgSnapshot:
         self.conn = psycopg.connect(**conninfo)
         self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         self.conn.read_only = True
-        self.last_index = int(self._one(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._t(EVENTS_TABLE)}"))
+        self.last_index = int(self._one(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._t(PG_EVENTS)}"))
         found = self.conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{META}',)).fetchone()
         meta = dict(self.conn.execute(f"SELECT name, value FROM {self._t(META)}").fetchall()) if found and found[0] \
             else {}
@@ -105,7 +106,7 @@ class PgSnapshot:
 
     def events(self, after: int) -> Iterator[EventRow]:
         sql = (f"SELECT notification_id, translate(originator_id::text, '-', ''), originator_version, topic, state "
-               f"FROM {self._t(EVENTS_TABLE)} WHERE notification_id > %s ORDER BY notification_id")
+               f"FROM {self._t(PG_EVENTS)} WHERE notification_id > %s ORDER BY notification_id")
         return self._stream(sql, (after,))
 
     def op_ids(self, after: int) -> Iterator[OpIdRow]:
@@ -168,8 +169,8 @@ class PgSink:
 
         self.schema = schema
         self.conn = psycopg.connect(**conninfo)
-        self.conn.execute(f"LOCK TABLE {self._t(EVENTS_TABLE)} IN EXCLUSIVE MODE")
-        found = self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {self._t(EVENTS_TABLE)}) OR "
+        self.conn.execute(f"LOCK TABLE {self._t(PG_EVENTS)} IN EXCLUSIVE MODE")
+        found = self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {self._t(PG_EVENTS)}) OR "
                                   f"EXISTS (SELECT 1 FROM {self._t(OP_IDS)}) OR "
                                   f"EXISTS (SELECT 1 FROM {self._t(KEYS)})").fetchone()
         if found and found[0]:
@@ -186,8 +187,8 @@ class PgSink:
             for row in rows:
                 cp.write_row(row)
 
-    def events(self, rows: Iterable[EventRow]) -> None:
-        self._copy(EVENTS_TABLE, "notification_id, originator_id, originator_version, topic, state",
+    def events(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        self._copy(PG_EVENTS, "notification_id, originator_id, originator_version, topic, state",
                    ["int8", "uuid", "int8", "text", "bytea"], rows)
 
     def op_ids(self, rows: Iterable[OpIdRow]) -> None:

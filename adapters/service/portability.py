@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -41,7 +41,7 @@ def _snapshot(db: str | Path) -> SqliteSnapshot | PgSnapshot:
     if backend.path is None or not backend.path.is_file():
         raise StoreUnavailable(f"cannot export {backend.label}: no such store file")
     try:
-        return SqliteSnapshot(str(backend.path))
+        return SqliteSnapshot(str(backend.path.resolve()))
     except sqlite3.Error as e:
         raise StoreUnavailable(f"cannot read {backend.label}: {e}") from e
 
@@ -78,7 +78,7 @@ def _events_of(rows: Iterable[fmt.EventRow], namespace: str | None, cells: set[s
             yield row
 
 
-def _counted(rows: Iterable[Any], line: Any, bar: Any = None) -> Iterator[bytes]:
+def _counted(rows: Iterable[Any], line: Any, bar: Any = None) -> Generator[bytes, None, int]:
     """``line(row)`` of each row; returns how many (``yield from`` hands it back)."""
     n = 0
     for row in rows:
@@ -99,7 +99,7 @@ def import_lines(db: str | Path, lines: Iterable[bytes], name: str, *, progress:
     backend = open_backend(db)
     created = _new_file(backend)
     try:
-        sink = _sink(backend, synchronous)
+        sink = _sink(db, backend, synchronous)
     except BaseException:
         _remove_new(backend, created)
         raise
@@ -119,15 +119,21 @@ def _fill(sink: SqliteSink | PgSink, reader: fmt.ExportReader, progress: Progres
     bar = progress("import", reader.last_index)
     try:
         events = _ticking(reader.events(), bar)
-        sink.events(events if isinstance(sink, SqliteSink) else ((r[0], UUID(r[1]), *r[2:]) for r in events))
+        sink.events(events if isinstance(sink, SqliteSink) else _with_uuids(events))
         sink.op_ids(reader.op_ids())
         sink.keys(reader.keys())
-    except (sqlite3.IntegrityError, *_pg_integrity()) as e:
+    except _integrity_errors() as e:
         raise reader.fail(f"repeats a row already imported ({str(e).splitlines()[0]})") from None
     finally:
         bar.close()
     reader.finish()
     sink.meta(int(reader.header["key_edition"]), reader.header.get("key_edition_since"))
+
+
+def _with_uuids(rows: Iterable[fmt.EventRow]) -> Iterator[tuple[Any, ...]]:
+    """PostgreSQL's binary COPY takes a cell id as a UUID."""
+    for index, cell, rev, topic, state in rows:
+        yield index, UUID(cell), rev, topic, state
 
 
 def _ticking(rows: Iterator[fmt.EventRow], bar: Any) -> Iterator[fmt.EventRow]:
@@ -137,23 +143,23 @@ def _ticking(rows: Iterator[fmt.EventRow], bar: Any) -> Iterator[fmt.EventRow]:
         yield row
 
 
-def _pg_integrity() -> tuple[type[BaseException], ...]:
+def _integrity_errors() -> tuple[type[BaseException], ...]:
     try:
         import psycopg
     except ImportError:
-        return ()
-    return (psycopg.IntegrityError,)
+        return (sqlite3.IntegrityError,)
+    return sqlite3.IntegrityError, psycopg.IntegrityError
 
 
 def _new_file(backend: Any) -> bool:
     return isinstance(backend, SqliteBackend) and backend.path is not None and not backend.path.exists()
 
 
-def _sink(backend: Any, synchronous: str) -> SqliteSink | PgSink:
+def _sink(db: str | Path, backend: Any, synchronous: str) -> SqliteSink | PgSink:
     """Make the target's tables (opening its event log once), then open the import transaction."""
     from pmem.adapters.eventstore.eventlog import EventLog
 
-    EventLog(backend.label if isinstance(backend, PgBackend) else backend.db).close()
+    EventLog(db).close()
     if isinstance(backend, PgBackend):
         import psycopg
 
