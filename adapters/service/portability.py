@@ -95,6 +95,14 @@ def _counted(rows: Iterable[Any], line: Any, bar: Any = None) -> Generator[bytes
 def import_lines(db: str | Path, lines: Iterable[bytes], name: str, *, progress: Progress = silent,
                  synchronous: str = "FULL") -> dict[str, Any]:
     """Import an export into the empty store ``db`` (all or nothing), then rebuild its projections."""
+    out = import_log(db, lines, name, progress=progress, synchronous=synchronous)
+    out["rebuilt"] = rebuild(db, progress)
+    return out
+
+
+def import_log(db: str | Path, lines: Iterable[bytes], name: str, *, progress: Progress = silent,
+               synchronous: str = "FULL") -> dict[str, Any]:
+    """The log part of :func:`import_lines`: the events, op ids, keys and key edition, in one transaction."""
     reader = fmt.ExportReader(lines, name)  # the header is checked before the target is touched
     backend = open_backend(db)
     created = _new_file(backend)
@@ -110,9 +118,8 @@ def import_lines(db: str | Path, lines: Iterable[bytes], name: str, *, progress:
         _remove_new(backend, created)
         raise
     sink.commit()
-    rebuilt = rebuild(db, progress)
     return {"imported": reader.counts["events"], "op_ids": reader.counts["op_ids"], "keys": reader.counts["keys"],
-            "last_index": reader.last_index, "key_edition": reader.header["key_edition"], "rebuilt": rebuilt}
+            "last_index": reader.last_index, "key_edition": reader.header["key_edition"]}
 
 
 def _fill(sink: SqliteSink | PgSink, reader: fmt.ExportReader, progress: Progress) -> None:

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Export and import throughput and peak memory, next to the raw insert of the same rows, in one run.
+
+A source SQLite store of ``--events`` events (default 1,000,000; ``--quick``: 50,000) is written through
+the write path (sealed events, a quarter of them with op ids, over ``--cells`` cells). Then, each in a
+process of its own (so each peak RSS is its own):
+
+* ``export``: ``pmem export`` of the source to a file (events/s, peak RSS);
+* ``import-sqlite``: the log part of ``pmem import`` of that file into a new SQLite file (parse, check,
+  insert, one transaction; events/s, peak RSS), beside ``raw-sqlite``: one ``executemany`` of the same
+  rows, read from the source, into the same table of a new file (synchronous=FULL for both);
+* ``import-pg`` beside ``raw-pg``: the same into a new PostgreSQL schema, the raw one a binary ``COPY``
+  (``--pg URL``, else ``$PMEM_TEST_PG``; without either the PostgreSQL rows are left out);
+* ``rebuild-sqlite``: the projections (frontier, graph, lexical) rebuilt from the imported log.
+
+The ratio column is the import's events/s over the raw insert's. Goals (issue 18): ratio >= 0.5, peak
+RSS <= 300 MB. The machine is shared: the ratio, measured in the same run, is what holds.
+
+    .venv/bin/python scripts/bench_portability.py [--quick] [--events N] [--pg URL] [--no-rebuild]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+BATCH = 10_000
+
+
+def make_source(path: str, events: int, cells: int) -> None:
+    import pmem
+
+    with pmem.open(path) as store:
+        for lo in range(0, events, BATCH):
+            store.apply([{"op": "accept" if i % 3 else "contest", "key": f"c{i % cells}", "value": f"value {i}",
+                          "text": f"observation {i}", **({"op_id": f"op-{i}"} if i % 4 == 0 else {})}
+                         for i in range(lo, min(lo + BATCH, events))])
+
+
+def source_rows(path: str) -> Any:
+    conn = sqlite3.connect(path)
+    return conn.execute("SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
+                        "ORDER BY rowid")
+
+
+def phase_export(source: str, out: str) -> int:
+    from pmem.adapters.service.portability import export_lines
+
+    n = 0
+    with open(out, "wb") as fh:
+        for line in export_lines(source):
+            fh.write(line)
+            n += line.startswith(b'{"i"')
+    return n
+
+
+def phase_import(target: str, file: str) -> int:
+    from pmem.adapters.service.portability import import_log
+
+    with open(file, "rb") as fh:
+        return int(import_log(target, fh, file)["imported"])
+
+
+def phase_raw_sqlite(target: str, source: str) -> int:
+    from pmem.adapters.eventstore.eventlog import EventLog
+
+    EventLog(target).close()  # the same tables
+    conn = sqlite3.connect(target, isolation_level=None)
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany("INSERT INTO stored_events (rowid, originator_id, originator_version, topic, state) "
+                     "VALUES (?,?,?,?,?)", source_rows(source))
+    conn.execute("COMMIT")
+    return int(conn.execute("SELECT COUNT(*) FROM stored_events").fetchone()[0])
+
+
+def phase_raw_pg(target: str, source: str) -> int:
+    from pmem.adapters.eventstore.eventlog import EventLog
+    from pmem.adapters.eventstore.portable_sql import PG_EVENTS, PgSink
+
+    EventLog(target).close()
+    from pmem.adapters.storage.backend import PgBackend
+
+    b = PgBackend.from_url(target)
+    sink = PgSink(b.conninfo, b.schema, b.label)
+    sink.events((i, uuid.UUID(c), r, t, s) for i, c, r, t, s in source_rows(source))
+    sink.commit()
+    import psycopg
+
+    with psycopg.connect(**b.conninfo) as conn:
+        return int(conn.execute(f'SELECT COUNT(*) FROM "{b.schema}".{PG_EVENTS}').fetchone()[0])
+
+
+def phase_rebuild(target: str) -> int:
+    from pmem.adapters.service.portability import rebuild
+
+    return max(rebuild(target).values())
+
+
+PHASES = {"export": phase_export, "import": phase_import, "raw-sqlite": phase_raw_sqlite, "raw-pg": phase_raw_pg,
+          "rebuild": phase_rebuild}
+
+
+def child(name: str, args: list[str]) -> None:
+    t0 = time.perf_counter()
+    events = PHASES[name](*args)
+    seconds = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"events": events, "seconds": seconds, "rss_mb": rss}))
+
+
+def run_phase(name: str, *args: str) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, __file__, "--phase", name, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"phase {name} failed: {r.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    out["ev_s"] = out["events"] / out["seconds"]
+    return out
+
+
+def row(label: str, m: dict[str, Any], raw: dict[str, Any] | None = None) -> str:
+    ratio = f"{m['ev_s'] / raw['ev_s']:.2f}x" if raw else ""
+    base = f"{raw['ev_s']:>12,.0f}" if raw else f"{'':>12}"
+    return f"{label:<16}{m['events']:>10,}{m['seconds']:>9.1f}{m['ev_s']:>12,.0f}{base}{ratio:>8}{m['rss_mb']:>9.0f}"
+
+
+def drop_schema(url: str) -> None:
+    import psycopg
+
+    from pmem.adapters.storage.backend import PgBackend
+
+    b = PgBackend.from_url(url)
+    with psycopg.connect(**b.conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{b.schema}" CASCADE')
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--cells", type=int, default=100_000)
+    ap.add_argument("--quick", action="store_true", help="50,000 events (under 2 minutes)")
+    ap.add_argument("--pg", default=os.environ.get("PMEM_TEST_PG"), help="PostgreSQL URL (a fresh schema per run)")
+    ap.add_argument("--no-rebuild", dest="rebuild", action="store_false")
+    ap.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.phase:
+        child(a.phase[0], a.phase[1:])
+        return
+    events, cells = (50_000, 10_000) if a.quick else (a.events, a.cells)
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-port-") as d:
+        source, file = f"{d}/source.db", f"{d}/export.jsonl"
+        t0 = time.perf_counter()
+        make_source(source, events, cells)
+        print(f"source: {events:,} events over {cells:,} cells written in {time.perf_counter() - t0:.0f} s")
+        print(f"{'':<16}{'events':>10}{'s':>9}{'ev/s':>12}{'raw ev/s':>12}{'ratio':>8}{'RSS MB':>9}")
+        print(row("export", run_phase("export", source, file)), flush=True)
+        print(f"export file: {os.path.getsize(file) / 1e6:,.0f} MB")
+        raw = run_phase("raw-sqlite", f"{d}/raw.db", source)
+        print(row("raw-sqlite", raw))
+        print(row("import-sqlite", run_phase("import", f"{d}/imported.db", file), raw), flush=True)
+        if a.pg:
+            urls = [f"{a.pg}?schema=bench_{uuid.uuid4().hex[:10]}" for _ in range(2)]
+            try:
+                raw_pg = run_phase("raw-pg", urls[0], source)
+                print(row("raw-pg", raw_pg))
+                print(row("import-pg", run_phase("import", urls[1], file), raw_pg), flush=True)
+            finally:
+                for url in urls:
+                    drop_schema(url)
+        if a.rebuild:
+            print(row("rebuild-sqlite", run_phase("rebuild", f"{d}/imported.db")))
+
+
+if __name__ == "__main__":
+    main()
