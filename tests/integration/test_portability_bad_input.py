@@ -119,3 +119,18 @@ def test_a_good_export_imports_through_the_cli_with_verify(backend: Backend, tmp
     assert again.returncode == 0
     got = again.stdout.splitlines(keepends=True)
     assert got[1:] == export[1:]  # the same lines after the header (whose source may differ)
+
+
+def test_export_refuses_to_overwrite_a_file_and_leaves_none_when_the_store_is_missing(tmp_path: Path) -> None:
+    taken = tmp_path / "taken.jsonl"
+    taken.write_bytes(b"mine")
+    source = tmp_path / "src.db"
+    with pmem.open(source) as s:
+        s.accept("k", "v")
+    r = subprocess.run([PMEM_BIN, "--db", str(source), "export", "-o", str(taken)], capture_output=True, text=True)
+    assert r.returncode == 2 and "exists" in orjson.loads(r.stderr)["detail"] and taken.read_bytes() == b"mine"
+    out = tmp_path / "out.jsonl"
+    r = subprocess.run([PMEM_BIN, "--db", str(tmp_path / "none.db"), "export", "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "no such store file" in orjson.loads(r.stderr)["detail"] and not out.exists()
+    assert not (tmp_path / "none.db").exists()
