@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from pmem.adapters.eventstore.portable import EventRow, KeyRow, OpIdRow
-from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, read_only
+from pmem.adapters.eventstore.stored_log import EVENTS_TABLE
 from pmem.adapters.storage.meta import META
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import KEY_EDITION
@@ -43,8 +44,8 @@ class SqliteSnapshot:
     source = "sqlite"
 
     def __init__(self, path: str) -> None:
-        self.conn = read_only(path)
-        self.conn.isolation_level = None
+        # read-only, and not memory-mapped: mapped pages would count in the exporter's RSS as it reads the file
+        self.conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, isolation_level=None)
         self.conn.execute("BEGIN")
         row = self.conn.execute(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}").fetchone()  # the snapshot starts here
         self.last_index = int(row[0] or 0)
