@@ -114,8 +114,8 @@ def phase_rebuild(target: str) -> int:
     return max(rebuild(target).values())
 
 
-PHASES = {"source": phase_source, "export": phase_export, "import": phase_import, "raw-sqlite": phase_raw_sqlite, "raw-pg": phase_raw_pg,
-          "rebuild": phase_rebuild}
+PHASES = {"source": phase_source, "export": phase_export, "import": phase_import, "raw-sqlite": phase_raw_sqlite,
+          "raw-pg": phase_raw_pg, "rebuild": phase_rebuild}
 
 
 def child(name: str, args: list[str]) -> None:
