@@ -1,8 +1,9 @@
-"""``pmem backup`` (issue 18): an online copy of a SQLite store while writers run. Four writer processes
+"""``pmem backup`` and ``pmem export`` (issue 18): an online copy of a SQLite store while writers run. Four writer processes
 append without pause while five backups are taken through the CLI; every backup passes SQLite's
 ``integrity_check`` and ``pmem doctor``, and holds a prefix of the log with no gap: events 1..N exactly
 as the source stores them, with the op ids of those events and nothing later. SQLite-only: PostgreSQL
-stores are backed up with the server's own tools, which ``pmem backup`` names when asked."""
+stores are backed up with the server's own tools, which ``pmem backup`` names when asked. An export taken
+while the same writers run is one snapshot too: it imports whole, as a prefix of the log with its op ids."""
 
 from __future__ import annotations
 
@@ -97,3 +98,28 @@ def test_backup_refuses_an_existing_target_and_a_postgresql_store(tmp_path: Path
                         capture_output=True, text=True)
     assert pg.returncode == 2 and "pg_dump" in orjson.loads(pg.stderr)["detail"]
     assert not (tmp_path / "x.db").exists()
+
+
+def test_an_export_taken_while_four_writers_run_imports_as_a_gapless_prefix(tmp_path: Path) -> None:
+    from pmem.adapters.service.portability import export_lines, import_lines
+
+    db = tmp_path / "live.db"
+    with pmem.open(db) as s:
+        s.accept("seed", "1")
+    writers = [subprocess.Popen([sys.executable, str(WORKERS), "append", str(db), f"w{i}", str(i)],
+                                stdout=subprocess.DEVNULL, env=child_env()) for i in range(WRITERS)]
+    try:
+        wait_for_events(db, 100, writers)
+        lines = list(export_lines(db))
+        wait_for_events(db, len(lines) + 50, writers)  # the log went on past the export
+    finally:
+        for w in writers:
+            w.terminate()
+        for w in writers:
+            w.wait(timeout=60)
+    target = tmp_path / "imported.db"
+    last = import_lines(str(target), lines, "live export")["last_index"]
+    sql = "SELECT rowid, originator_id, originator_version, topic, state FROM stored_events ORDER BY rowid"
+    assert rows(target, sql) == rows(db, sql)[:last]
+    ops = "SELECT namespace, op_id, event_index FROM pmem_op_ids ORDER BY namespace, op_id"
+    assert rows(target, ops) == [o for o in rows(db, ops) if int(str(o[2])) <= last]
