@@ -140,3 +140,29 @@ def test_a_namespace_export_holds_that_namespace_only(tmp_path: Path) -> None:
     assert [line["op_id"] for line in lines if "op_id" in line] == [["b", "q", 2]]
     assert len([line for line in lines if "key" in line]) == 1
     assert lines[-1] == {"end": {"events": 1, "op_ids": 1, "keys": 1}}
+
+
+def test_an_edition_1_store_and_its_migration_keep_their_key_rule_after_import(backend: Backend,
+                                                                                tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import ROOT
+
+    source = str(tmp_path / "old.sqlite3")
+    shutil.copy(ROOT / "tests" / "data" / "edition1_store" / "store.sqlite3", source)
+    first = backend.new_url()
+    import_lines(first, export_lines(source), "old.jsonl")
+    with pmem.open(source) as s, pmem.open(first) as t:
+        assert s.key_edition == t.key_edition == 1
+        before = s.last_index()
+        s.migrate_keys(["Größe", "café"])  # edition 2 from here on (key_edition_since)
+    second = backend.new_url()
+    import_lines(second, export_lines(source), "migrated.jsonl")
+    header = orjson.loads(next(export_lines(second)))
+    assert header["key_edition"] == 2 and header["key_edition_since"] == before + 1
+    assert views(second) == views(source)
+    with pmem.open(source) as s, pmem.open(second) as t:
+        for ns in ("default", "alice"):
+            for key in ("Größe", "GRÖSSE", "café", "caf"):
+                for n in (before, s.last_index()):
+                    assert t.get(key, as_of=n, namespace=ns).to_dict() == s.get(key, as_of=n, namespace=ns).to_dict()
