@@ -23,8 +23,9 @@ written then.
 from __future__ import annotations
 
 import binascii
+import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -34,6 +35,7 @@ FORMAT = 1  # the newest format version this release reads and writes
 EventRow = tuple[int, str, int, str, bytes]  # (index, cell id hex, revision, topic, stored state)
 OpIdRow = tuple[str, str, int]  # (namespace, op id, event index)
 KeyRow = tuple[str, int, bytes]  # (cell id hex, life, key)
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class BadExport(InvalidOperation):
@@ -146,10 +148,9 @@ class ExportReader:
 
     def _event(self, obj: dict[str, Any]) -> EventRow:
         i, cell, rev, topic, state = (obj.get(k) for k in ("i", "cell", "rev", "topic", "state"))
-        if not (_count(i) and _count(rev) and isinstance(cell, str) and len(cell) == 32
-                and isinstance(topic, str) and isinstance(state, str)):
+        if not (_count(i) and _count(rev) and _cell_id(cell) and isinstance(topic, str) and isinstance(state, str)):
             raise self.fail("damaged event line (expected i, cell, rev, topic, state)")
-        return int(i), cell, int(rev), topic, state.encode("utf-8")  # type: ignore[arg-type]  # checked above
+        return cast(EventRow, (i, cell, rev, topic, state.encode("utf-8")))  # each checked above
 
     def op_ids(self) -> Iterator[OpIdRow]:
         for value in self._section("op_id"):
@@ -166,7 +167,7 @@ class ExportReader:
                 key = binascii.a2b_base64(raw, strict_mode=True)
             except (TypeError, ValueError, binascii.Error):
                 raise self.fail("damaged key line (expected [cell id, life, base64 key])") from None
-            if not (isinstance(cell, str) and len(cell) == 32 and _count(life) and len(key) == 32):
+            if not (_cell_id(cell) and _count(life) and len(key) == 32):
                 raise self.fail("damaged key line (expected [cell id, life, 32-byte key])")
             self.counts["keys"] += 1
             yield cell, life, key
@@ -190,6 +191,11 @@ class ExportReader:
         if self._next() is not None:
             raise self.fail("a line follows the \"end\" line")
         return dict(self.counts)
+
+
+def _cell_id(v: object) -> bool:
+    """A cell id as stored: 32 lowercase hex digits."""
+    return isinstance(v, str) and _HEX_ID.fullmatch(v) is not None
 
 
 def _count(v: object) -> bool:

@@ -130,7 +130,9 @@ def _fill(sink: SqliteSink | PgSink, reader: fmt.ExportReader, progress: Progres
         sink.op_ids(reader.op_ids())
         sink.keys(reader.keys())
     except _integrity_errors() as e:
-        raise reader.fail(f"repeats a row already imported ({str(e).splitlines()[0]})") from None
+        raise reader.fail(f"repeats a row already imported ({_first_line(e)})") from None
+    except _database_errors() as e:  # a value the target's column refuses (a NUL in a PostgreSQL text, say)
+        raise reader.fail(f"the target refuses this line: {_first_line(e)}") from None
     finally:
         bar.close()
     reader.finish()
@@ -156,6 +158,18 @@ def _integrity_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         return (sqlite3.IntegrityError,)
     return sqlite3.IntegrityError, psycopg.IntegrityError
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.DataError,)
+    return sqlite3.DataError, psycopg.DataError
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def _new_file(backend: Any) -> bool:

@@ -49,6 +49,8 @@ CASES = {
     "a partial export": lambda e: [e[0].replace(b'"after":0', b'"after":2'), *e[3:]],
     "an empty file": lambda e: [],
     "a line after the end": lambda e: [*e, e[1]],
+    "a cell id that is not hex": lambda e: [e[0], orjson.dumps({**orjson.loads(e[1]), "cell": "z" * 32}) + b"\n",
+                                            *e[2:]],
 }
 EXPECTED = {
     "truncated after an event": "before the header's last index 7",
@@ -63,6 +65,7 @@ EXPECTED = {
     "a partial export": "partial export",
     "an empty file": "no header line",
     "a line after the end": "follows the \"end\" line",
+    "a cell id that is not hex": "damaged event line",
 }
 
 
