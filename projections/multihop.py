@@ -62,7 +62,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "famous_for": ("famous", "known for", "creation", "notable work"),
     "original_language": ("original language", "language"),
     "languages_spoken": ("speak", "speaks", "language", "languages"),
-    "citizenship": ("citizen", "citizenship", "nationality", "country", "belong", "belongs", "belonged"),
+    "citizenship": ("citizen", "citizenship", "country of citizenship", "nationality", "country", "belong", "belongs", "belonged"),
     "work_location": ("worked", "work location", "location of work", "work"),
     "official_language": ("official language", "language"),
     "religion": ("religion", "religious", "faith", "belief", "affiliated"),
