@@ -2,9 +2,9 @@
 
 :func:`hop_read` runs the question-following hop policy of :mod:`pmem.projections.multihop` over the
 store's entity graph as of ``as_of``: the paths it took and the facts along them. The graph is read
-once per (store, namespace, event index) and kept (:class:`GraphCache`), so a read at a store that has
-not changed since the last one looks facts up instead of rebuilding the graph; a write moves the event
-index and the next read builds the graph again.
+once per (store, namespace, event index) and kept until the store's next event (:class:`GraphCache`),
+so a read at a store that has not changed since the last one looks facts up instead of rebuilding the
+graph; after a write (or a forget) the next read builds it again.
 
 :func:`graph_guided_context` (the benchmark's arm) = the single-shot read (top ``k`` cells) plus the
 facts the cosine readout reaches; :func:`single_shot_context` is the baseline: the top ``k`` alone.
@@ -61,24 +61,33 @@ class _Graph:
 
 @dataclass
 class GraphCache:
-    """The last graphs read from one store, by (namespace, event index)."""
+    """The graphs read from one store since its last event, by (namespace, event index read as of).
+
+    Any new event (a write, and so also a ``Forgotten``) drops them all: a forgotten value never
+    outlives its forgetting here, even in a graph read ``as_of`` an earlier index."""
 
     keep: int = 2
+    last: int = -1
     graphs: dict[tuple[str | None, int], _Graph] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self, store: Any, namespace: str | None, as_of: int | None) -> _Graph:
-        at = store.last_index() if as_of is None else min(as_of, store.last_index())
+        last = store.last_index()
+        at = last if as_of is None else min(as_of, last)
         with self.lock:
+            if last != self.last:
+                self.graphs.clear()
+                self.last = last
             hit = self.graphs.get((namespace, at))
         if hit is not None:
             return hit
         g = store.graph(as_of=at, namespace=namespace)
         made = _Graph(g, frozenset(f.relation for e in g.entities.values() for f in e.facts))
         with self.lock:
-            self.graphs[(namespace, at)] = made
-            while len(self.graphs) > self.keep:
-                del self.graphs[next(iter(self.graphs))]
+            if last == self.last:
+                self.graphs[(namespace, at)] = made
+                while len(self.graphs) > self.keep:
+                    del self.graphs[next(iter(self.graphs))]
         return made
 
 

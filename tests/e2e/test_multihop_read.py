@@ -176,3 +176,13 @@ def test_mcp_read_takes_hops_and_shows_the_path(tmp_path: Path) -> None:
             assert text(r).endswith(f"\npath: {NOW}") and r.structured_content["paths"] == [NOW]
 
     anyio.run(main)
+
+
+def test_a_forgotten_link_is_not_read_from_a_kept_graph(tmp_path: Path) -> None:
+    db = seeded(tmp_path / "mem.db")
+    with pmem.open(db) as store:
+        before = store.read(Q, k=1, hops=3, as_of=6)  # the graph as of 6 is now kept
+        assert before.paths is not None and before.paths[0] == NOW
+        store.forget("ellen_ternan.citizenship")
+        after = store.read(Q, k=1, hops=3, as_of=6)
+        assert after.paths is not None and "Belgium" not in after.context + "".join(after.paths)
