@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -209,7 +210,8 @@ def latency(cells: int, reads: int) -> None:
                 store.read(q, k=12, **kw)
                 ms.append((time.perf_counter() - t) * 1000)
             ms.sort()
-            print(f"{label:18} reads {len(ms)}  p50 {ms[len(ms) // 2]:.1f} ms  p99 {ms[int(len(ms) * 0.99) - 1]:.1f} ms")
+            p50, p99 = ms[len(ms) // 2], ms[max(0, math.ceil(len(ms) * 0.99) - 1)]
+            print(f"{label:18} reads {len(ms)}  p50 {p50:.1f} ms  p99 {p99:.1f} ms")
         store.accept("bench.after", "a write")
         t0 = time.perf_counter()
         store.read(qs[0], k=12, hops=3)
