@@ -1,10 +1,9 @@
 """The graph-guided multi-hop readout over a store (``pmem read --hops N``, and issue 5's evaluations).
 
 :func:`hop_read` runs the question-following hop policy of :mod:`pmem.projections.multihop` over the
-store's entity graph as of ``as_of``: the paths it took and the facts along them. The graph is read
-once per (store, namespace, event index) and kept until the store's next event (:class:`GraphCache`),
-so a read at a store that has not changed since the last one looks facts up instead of rebuilding the
-graph; after a write (or a forget) the next read builds it again.
+store's entity graph as of ``as_of``: the paths it took and the facts along them. Each entity's facts
+are looked up by key in the graph projection (``Store.graph_facts``), once per read, so a read costs the
+same at any store size and right after a write: the graph is never built.
 
 :func:`graph_guided_context` (the benchmark's arm) = the single-shot read (top ``k`` cells) plus the
 facts the cosine readout reaches; :func:`single_shot_context` is the baseline: the top ``k`` alone.
@@ -12,13 +11,11 @@ facts the cosine readout reaches; :func:`single_shot_context` is the baseline: t
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from pmem.projections.graph import EntityGraph, Fact
+from pmem.projections.graph import Fact
 from pmem.projections.multihop import (
     BEAM,
     Path,
@@ -41,67 +38,23 @@ def cosine_scorer(embedder: Any) -> Any:
     return score
 
 
-@dataclass
-class _Graph:
-    graph: EntityGraph
-    relations: frozenset[str]
+class _Facts:
+    """One read's view of the store's graph: each entity's open facts, looked up once by key."""
+
+    def __init__(self, store: Any, as_of: int | None, namespace: str | None) -> None:
+        self.store, self.as_of, self.namespace = store, as_of, namespace
+        self.known: dict[str, list[Fact]] = {}
 
     def facts_of(self, slug: str) -> list[Fact]:
-        e = self.graph.entities.get(slug)
-        return e.facts if e is not None else []
+        if slug not in self.known:
+            self.known.update(self.store.graph_facts([slug], as_of=self.as_of, namespace=self.namespace))
+        return self.known[slug]
 
     def is_entity(self, slug: str) -> bool:
-        e = self.graph.entities.get(slug)
-        return e is not None and bool(e.facts)
+        return bool(self.facts_of(slug))
 
     def name(self, slug: str) -> str:
-        e = self.graph.entities.get(slug)
-        return e.text if e is not None else slug.replace("_", " ")
-
-
-@dataclass
-class GraphCache:
-    """The graphs read from one store since its last event, by (namespace, event index read as of).
-
-    Any new event (a write, and so also a ``Forgotten``) drops them all: a forgotten value never
-    outlives its forgetting here, even in a graph read ``as_of`` an earlier index."""
-
-    keep: int = 2
-    last: int = -1
-    graphs: dict[tuple[str | None, int], _Graph] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self, store: Any, namespace: str | None, as_of: int | None) -> _Graph:
-        last = store.last_index()
-        at = last if as_of is None else min(as_of, last)
-        with self.lock:
-            if last != self.last:
-                self.graphs.clear()
-                self.last = last
-            hit = self.graphs.get((namespace, at))
-        if hit is not None:
-            return hit
-        g = store.graph(as_of=at, namespace=namespace)
-        made = _Graph(g, frozenset(f.relation for e in g.entities.values() for f in e.facts))
-        with self.lock:
-            if last == self.last:
-                self.graphs[(namespace, at)] = made
-                while len(self.graphs) > self.keep:
-                    del self.graphs[next(iter(self.graphs))]
-        return made
-
-
-_CACHES: weakref.WeakKeyDictionary[Any, GraphCache] = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
-def graph_cache(store: Any) -> GraphCache:
-    """The store's graph cache (one per store object, gone with it)."""
-    with _CACHES_LOCK:
-        cache = _CACHES.get(store)
-        if cache is None:
-            cache = _CACHES[store] = GraphCache()
-        return cache
+        return slug.replace("_", " ")
 
 
 @dataclass(frozen=True)
@@ -116,13 +69,15 @@ class HopRead:
 def hop_read(store: Any, question: str, embedder: Any, *, hops: int = 3, as_of: int | None = None,
              namespace: str | None = None, beam: int = BEAM, per_hop: int = 6) -> HopRead:
     """Follow the question's relations from the entities it names (see the module docstring)."""
-    g = graph_cache(store).get(store, namespace, as_of)
+    g = _Facts(store, as_of, namespace)
     seeds = question_entities(question, g.is_entity)
     if not seeds:
         return HopRead((), ())
     scorer = cosine_scorer(embedder)
+    near = [f for s in seeds for f in g.facts_of(s)]  # the store's own attribute names, near the seeds
+    relations = {f.relation for f in near} | {x.relation for f in near if f.obj for x in g.facts_of(f.obj)}
     paths: list[Path] = follow_question(question, seeds, g.facts_of, scorer, hops=hops, beam=beam,
-                                        relations=g.relations)
+                                        relations=relations)
     facts = path_facts(paths)
     if not paths or not paths[0].complete:
         facts += cosine_facts(question, seeds, g.facts_of, scorer, hops=hops, per_hop=per_hop)

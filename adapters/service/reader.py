@@ -29,7 +29,7 @@ from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, 
 
 if TYPE_CHECKING:
     from pmem.domain.views import CellView, History
-    from pmem.projections.graph import EntityGraph
+    from pmem.projections.graph import Fact
     from pmem.projections.ports import Embedder
     from pmem.projections.vectors import SearchResult
 
@@ -57,9 +57,8 @@ class Memory(Protocol):
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
             as_of: int | None = None) -> list[dict[str, Any]]: ...
 
-    def last_index(self) -> int: ...
-
-    def graph(self, *, as_of: int | None = None, namespace: str | None = None) -> EntityGraph: ...
+    def graph_facts(self, subjects: Iterable[str], *, as_of: int | None = None,
+                    namespace: str | None = None) -> dict[str, list[Fact]]: ...
 
 
 class TokenCounter:

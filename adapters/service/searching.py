@@ -10,7 +10,7 @@ from pmem.adapters.service.bootstrap import Wiring
 from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.operations import checked_count, optional_count, shown, string_problem
-from pmem.projections.graph import EntityGraph
+from pmem.projections.graph import EntityGraph, Fact
 from pmem.projections.reading import ReadResult
 
 if TYPE_CHECKING:
@@ -87,6 +87,16 @@ class Searches:
         return Reader(memory, planner=planner).read(
             question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose), as_of=as_of, namespace=ns,
             alternatives=alternatives, min_trust=min_trust, hops=hops)
+
+    def facts_of(self, subjects: Iterable[str], *, as_of: int | None = None,
+                 namespace: str | None = None) -> dict[str, list[Fact]]:
+        """The open facts of each subject slug as of ``as_of`` (the graph's, without building it)."""
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        with self.w.lock:
+            projection = self.w.projections["graph"]
+            projection.catch_up()
+            projection.check_readable(ns, as_of)
+            return {s: projection.facts_of(ns, s, as_of) for s in dict.fromkeys(subjects)}
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None) -> EntityGraph:

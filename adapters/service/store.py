@@ -34,7 +34,7 @@ from pmem.adapters.service.writes import Writes
 from pmem.domain.errors import InvalidOperation, StoreClosed
 from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, checked_namespace
 from pmem.domain.views import CellView, History, Receipt
-from pmem.projections.graph import EntityGraph, without_system
+from pmem.projections.graph import EntityGraph, Fact, without_system
 from pmem.projections.ports import Embedder
 from pmem.projections.reading import ReadResult
 
@@ -184,6 +184,12 @@ class SearchApi(_Parts):
         system = checked_flag(system, "system")
         g = self._searches.graph(as_of=as_of, namespace=namespace, embed=embed, threshold=threshold)
         return g if system else without_system(g)
+
+    def graph_facts(self, subjects: Iterable[str], *, as_of: int | None = None,
+                    namespace: str | None = None) -> dict[str, list[Fact]]:
+        """The open facts of each entity slug (keys ``<slug>.<relation>``) as of ``as_of``: what
+        ``graph(as_of=...).entities[slug].facts`` holds, read by key without building the graph."""
+        return self._searches.facts_of(subjects, as_of=as_of, namespace=namespace)
 
     @property
     def embedder(self) -> Embedder:
