@@ -123,17 +123,23 @@ def _words(text: str) -> list[str]:
     return [w for w in entity_slug(text).split("_") if w]
 
 
+def question_spans(question: str) -> list[tuple[int, int, str]]:
+    """Every word span of the question's slug that may name an entity: ``(start, end, slug)``, at most
+    ``MAX_SPAN`` words, longest first at each start; no lone stop word, no slug under ``MIN_SLUG``."""
+    words = _words(question)
+    return [(i, j, slug) for i in range(len(words)) for j in range(min(len(words), i + MAX_SPAN), i, -1)
+            if len(slug := "_".join(words[i:j])) >= MIN_SLUG and not (j - i == 1 and slug in STOP)]
+
+
 def question_entities(question: str, is_entity: Callable[[str], bool]) -> list[str]:
     """The entities (slugs with facts, per ``is_entity``) the question names, as word spans of its
-    slug: longest first, none inside a longer one. Looks up at most ``MAX_SPAN`` spans per word."""
-    words = _words(question)
+    slug (:func:`question_spans`): longest first, none inside a longer one."""
     spans: list[tuple[int, int, str]] = []
-    for i in range(len(words)):
-        for j in range(min(len(words), i + MAX_SPAN), i, -1):
-            slug = "_".join(words[i:j])
-            if len(slug) >= MIN_SLUG and not (j - i == 1 and slug in STOP) and is_entity(slug):
-                spans.append((i, j, slug))
-                break  # the longest at this start
+    start = -1
+    for i, j, slug in question_spans(question):
+        if i != start and is_entity(slug):
+            spans.append((i, j, slug))
+            start = i  # the longest at this start
     spans.sort(key=lambda s: (-(s[1] - s[0]), s[0]))
     kept: list[tuple[int, int, str]] = []
     for i, j, slug in spans:

@@ -25,6 +25,7 @@ from pmem.projections.multihop import (
     guided_facts,
     path_facts,
     question_entities,
+    question_spans,
 )
 
 
@@ -44,6 +45,12 @@ class _Facts:
     def __init__(self, store: Any, as_of: int | None, namespace: str | None) -> None:
         self.store, self.as_of, self.namespace = store, as_of, namespace
         self.known: dict[str, list[Fact]] = {}
+
+    def prefetch(self, slugs: Sequence[str]) -> None:
+        """Look many entities up in one call (the question's word spans)."""
+        wanted = [s for s in dict.fromkeys(slugs) if s not in self.known]
+        if wanted:
+            self.known.update(self.store.graph_facts(wanted, as_of=self.as_of, namespace=self.namespace))
 
     def facts_of(self, slug: str) -> list[Fact]:
         if slug not in self.known:
@@ -70,6 +77,7 @@ def hop_read(store: Any, question: str, embedder: Any, *, hops: int = 3, as_of: 
              namespace: str | None = None, beam: int = BEAM, per_hop: int = 6) -> HopRead:
     """Follow the question's relations from the entities it names (see the module docstring)."""
     g = _Facts(store, as_of, namespace)
+    g.prefetch([slug for *_, slug in question_spans(question)])
     seeds = question_entities(question, g.is_entity)
     if not seeds:
         return HopRead((), ())

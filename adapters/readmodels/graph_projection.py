@@ -113,12 +113,13 @@ class GraphProjection(TrackedProjection):
 
     def facts_of(self, namespace: str, subject: str, as_of: int | None = None) -> list[Fact]:
         """The open facts (as of ``as_of``) of one subject: its keys ``<subject>.<relation>``, read by
-        the key index, without building the graph (``pmem read --hops``)."""
+        the key index, without building the graph (``pmem read --hops``). One key range, ``subject`` up
+        to ``subject/`` (``/`` follows ``.``), holds the key ``subject`` and every ``subject.*``."""
         n = self.position() if as_of is None else as_of
         lo = f"{subject}."
         rows = self.conn.execute(
             f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? "
-            f"AND (key{self._binary} >= ? AND key{self._binary} < ? OR key = ?) AND opened_at<=? "
-            "AND (closed_at IS NULL OR closed_at>?) ORDER BY key", (namespace, lo, f"{subject}/", subject, n, n))
+            f"AND key{self._binary} >= ? AND key{self._binary} < ? AND opened_at<=? "
+            "AND (closed_at IS NULL OR closed_at>?) ORDER BY key", (namespace, subject, f"{subject}/", n, n))
         return [fact_of(*r) for r in rows if (r[0].startswith(lo) or r[0] == subject) and r[1] != FORGOTTEN_TEXT
                 and not r[0].startswith(DECLARED_PREFIX)]
