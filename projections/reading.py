@@ -187,6 +187,7 @@ class ReadResult:
     lookups: tuple[str, ...] = ()  # follow-up queries of the iterative readout
     gated: bool = False  # turns mode: whether the question passed the current-value gate
     extra: dict[str, Any] = field(default_factory=dict)
+    paths: tuple[str, ...] | None = None  # multi-hop reads: the paths taken, ``a -> relation -> b``
 
     @property
     def chars(self) -> int:
@@ -195,4 +196,5 @@ class ReadResult:
     def to_dict(self) -> dict[str, Any]:
         return {"question": self.question, "mode": self.mode, "context": self.context,
                 "chars": self.chars, "tokens": self.tokens, "items": list(self.items),
-                "pruned": list(self.pruned), "lookups": list(self.lookups), "gated": self.gated}
+                "pruned": list(self.pruned), "lookups": list(self.lookups), "gated": self.gated,
+                **({} if self.paths is None else {"paths": list(self.paths)})}

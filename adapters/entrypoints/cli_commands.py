@@ -181,18 +181,25 @@ def _add_read(p: argparse.ArgumentParser) -> None:
                    "are only counted, '+N lower-trust claims')")
     p.add_argument("--min-trust", dest="min_trust", type=int,
                    help="leave out versions, cells and turns whose trust is below N (0-100)")
+    p.add_argument("--hops", type=int, default=0,
+                   help="multi-hop: also read the facts along the question's relations, up to N links from the "
+                        "entities it names (offline, no model; 0-6); 'paths' shows them")
+    p.add_argument("--iterative", action="store_true",
+                   help="multi-hop: up to 3 follow-up lookups planned by the LLM at $PMEM_LLM_BASE ($PMEM_LLM_MODEL)")
 
 
 def _check_read(args: Args) -> None:
     check_k(args)
     check_number("--budget", args.budget, "a positive number of tokens", 1)
     check_number("--min-trust", args.min_trust, "a trust from 0 to 100", 0)
+    check_number("--hops", args.hops, "a number of hops from 0 to 6", 0)
 
 
 def _read(args: Args, store: Any) -> None:
     emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
                     disclose=args.disclose.split(","), as_of=args.as_of, system=args.system,
-                    alternatives=args.alternatives, min_trust=args.min_trust).to_dict())
+                    alternatives=args.alternatives, min_trust=args.min_trust, hops=args.hops,
+                    iterative=args.iterative).to_dict())
 
 
 COMMANDS: tuple[Command, ...] = (

@@ -1,17 +1,32 @@
-"""The graph-guided multi-hop readout over a store, callable from any evaluation (issue 5's table).
+"""The graph-guided multi-hop readout over a store (``pmem read --hops N``, and issue 5's evaluations).
 
-:func:`graph_guided_context` = the single-shot read (vector search, top ``k`` cells) plus the facts
-:func:`projections.multihop.guided_facts` reaches from the entities the question names, ranked at
-each hop by cosine to the question with the given embedder. :func:`single_shot_context` is the
-baseline arm: the top ``k`` cells alone.
+:func:`hop_read` runs the question-following hop policy of :mod:`pmem.projections.multihop` over the
+store's entity graph as of ``as_of``: the paths it took and the facts along them. Each entity's facts
+are looked up by key in the graph projection (``Store.graph_facts``), once per read, so a read costs the
+same at any store size and right after a write: the graph is never built.
+
+:func:`graph_guided_context` (the benchmark's arm) = the single-shot read (top ``k`` cells) plus the
+facts the cosine readout reaches; :func:`single_shot_context` is the baseline: the top ``k`` alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pmem.projections.multihop import fact_line, guided_facts
+from pmem.projections.graph import Fact
+from pmem.projections.multihop import (
+    BEAM,
+    Path,
+    cosine_facts,
+    fact_line,
+    follow_question,
+    guided_facts,
+    path_facts,
+    question_entities,
+    question_spans,
+)
 
 
 def cosine_scorer(embedder: Any) -> Any:
@@ -24,6 +39,59 @@ def cosine_scorer(embedder: Any) -> Any:
     return score
 
 
+class _Facts:
+    """One read's view of the store's graph: each entity's open facts, looked up once by key."""
+
+    def __init__(self, store: Any, as_of: int | None, namespace: str | None) -> None:
+        self.store, self.as_of, self.namespace = store, as_of, namespace
+        self.known: dict[str, list[Fact]] = {}
+
+    def prefetch(self, slugs: Sequence[str]) -> None:
+        """Look many entities up in one call (the question's word spans)."""
+        wanted = [s for s in dict.fromkeys(slugs) if s not in self.known]
+        if wanted:
+            self.known.update(self.store.graph_facts(wanted, as_of=self.as_of, namespace=self.namespace))
+
+    def facts_of(self, slug: str) -> list[Fact]:
+        if slug not in self.known:
+            self.known.update(self.store.graph_facts([slug], as_of=self.as_of, namespace=self.namespace))
+        return self.known[slug]
+
+    def is_entity(self, slug: str) -> bool:
+        return bool(self.facts_of(slug))
+
+    def name(self, slug: str) -> str:
+        return slug.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class HopRead:
+    """What the hop policy found: the paths (best first, as ``a -> relation -> b`` text) and the facts
+    to read, path facts first, then the cosine readout's where no path reached every slot."""
+
+    paths: tuple[str, ...]
+    facts: tuple[Fact, ...]
+
+
+def hop_read(store: Any, question: str, embedder: Any, *, hops: int = 3, as_of: int | None = None,
+             namespace: str | None = None, beam: int = BEAM, per_hop: int = 6) -> HopRead:
+    """Follow the question's relations from the entities it names (see the module docstring)."""
+    g = _Facts(store, as_of, namespace)
+    g.prefetch([slug for *_, slug in question_spans(question)])
+    seeds = question_entities(question, g.is_entity)
+    if not seeds:
+        return HopRead((), ())
+    scorer = cosine_scorer(embedder)
+    near = [f for s in seeds for f in g.facts_of(s)]  # the store's own attribute names, near the seeds
+    relations = {f.relation for f in near} | {x.relation for f in near if f.obj for x in g.facts_of(f.obj)}
+    paths: list[Path] = follow_question(question, seeds, g.facts_of, scorer, hops=hops, beam=beam,
+                                        relations=relations)
+    facts = path_facts(paths)
+    if not paths or not paths[0].complete:
+        facts += cosine_facts(question, seeds, g.facts_of, scorer, hops=hops, per_hop=per_hop)
+    return HopRead(tuple(p.text(g.name) for p in paths if p.hops), tuple({f.key: f for f in facts}.values()))
+
+
 def single_shot_context(store: Any, question: str, k: int = 12, *, as_of: int | None = None) -> list[str]:
     """The top ``k`` cells for the question, as ``key = value`` lines."""
     return [f"{r.cell.key} = {r.cell.value}" for r in store.search(question, k, as_of=as_of)]
@@ -32,7 +100,7 @@ def single_shot_context(store: Any, question: str, k: int = 12, *, as_of: int | 
 def graph_guided_context(store: Any, question: str, embedder: Any, k: int = 12, *, hops: int = 3,
                          per_hop: int = 6, as_of: int | None = None) -> list[str]:
     """The single-shot context plus up to ``hops * per_hop`` facts found by following value -> subject
-    links from the entities the question names."""
+    links from the entities the question names, nearest the whole question first."""
     base = single_shot_context(store, question, k, as_of=as_of)
     g = store.graph(as_of=as_of)
     extra = guided_facts(g, question, cosine_scorer(embedder), hops=hops, per_hop=per_hop)

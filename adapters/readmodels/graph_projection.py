@@ -15,9 +15,20 @@ from typing import Any
 from uuid import UUID
 
 from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProjection
-from pmem.adapters.storage.projection_db import ProjectionDb
+from pmem.adapters.storage.projection_db import ProjectionDb, SqliteDb
 from pmem.domain.state import FORGOTTEN_TEXT
-from pmem.projections.graph import COLUMNS, NAME, PK, SCHEMA_VERSION, EntityGraph, GraphProjector, build_graph
+from pmem.projections.graph import (
+    COLUMNS,
+    DECLARED_PREFIX,
+    NAME,
+    PK,
+    SCHEMA_VERSION,
+    EntityGraph,
+    Fact,
+    GraphProjector,
+    build_graph,
+    fact_of,
+)
 from pmem.projections.replay import IndexedEvent, fold
 
 TABLE = "graph_facts"
@@ -35,6 +46,7 @@ class GraphProjection(TrackedProjection):
 
     def create_tables(self) -> None:
         if self._has_table() and self.stored_version() in (None, self.version):
+            self._key_index()
             return
         with self._transaction():
             if self._has_table() and self.stored_version() not in (None, self.version):
@@ -50,6 +62,20 @@ class GraphProjection(TrackedProjection):
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
                           "WHERE closed_at IS NULL")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
+        self._key_index()
+
+    @property
+    def _binary(self) -> str:
+        """Key ranges compare bytes: SQLite's default; PostgreSQL's ``C`` collation, whatever the database's."""
+        return "" if isinstance(self.conn, SqliteDb) else ' COLLATE "C"'
+
+    def _key_index(self) -> None:
+        """The index a subject's facts are read by (:meth:`facts_of`). Added to a store made before it
+        at first open; a store that cannot be written reads without it (a scan, the same rows)."""
+        try:
+            self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_key ON {TABLE}(namespace, key{self._binary})")
+        except self.conn.errors:
+            pass
 
     def _drop(self) -> None:
         self._forget_position()
@@ -84,3 +110,16 @@ class GraphProjection(TrackedProjection):
             f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? AND opened_at<=? "
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
         return build_graph(rows)
+
+    def facts_of(self, namespace: str, subject: str, as_of: int | None = None) -> list[Fact]:
+        """The open facts (as of ``as_of``) of one subject: its keys ``<subject>.<relation>``, read by
+        the key index, without building the graph (``pmem read --hops``). One key range, ``subject`` up
+        to ``subject/`` (``/`` follows ``.``), holds the key ``subject`` and every ``subject.*``."""
+        n = self.position() if as_of is None else as_of
+        lo = f"{subject}."
+        rows = self.conn.execute(
+            f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? "
+            f"AND key{self._binary} >= ? AND key{self._binary} < ? AND opened_at<=? "
+            "AND (closed_at IS NULL OR closed_at>?) ORDER BY key", (namespace, subject, f"{subject}/", n, n))
+        return [fact_of(*r) for r in rows if (r[0].startswith(lo) or r[0] == subject) and r[1] != FORGOTTEN_TEXT
+                and not r[0].startswith(DECLARED_PREFIX)]

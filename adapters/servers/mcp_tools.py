@@ -91,13 +91,18 @@ class Tools:
                                                                               "trust")] = None,
              all_alternatives: Annotated[bool, Field(description="list every competing claim instead of "
                                                                  "counting the lower-trust ones")] = False,
+             hops: Annotated[int, Field(ge=0, le=6, description="for a question that chains facts (the capital "
+                                                               "of the country of X): follow up to this many "
+                                                               "links from the entities it names")] = 0,
+             iterative: Annotated[bool, Field(description="let the server's LLM plan up to 3 follow-up "
+                                                          "lookups")] = False,
              as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """The context to answer a question from: the relevant facts, each claim marked with source and
         trust. Call this before answering anything about the user."""
         alternatives = "all" if all_alternatives else "summary"
         return guarded_call(self.access, ctx, lambda g: _shown(
-            g.read(question, namespace, mode, budget, as_of, k=k, min_trust=min_trust, alternatives=alternatives),
-            lambda d: d["context"] or "(nothing relevant remembered)"))
+            g.read(question, namespace, mode, budget, as_of, k=k, min_trust=min_trust, alternatives=alternatives,
+                   hops=hops, iterative=iterative), _read_text))
 
     def what_next(self, ctx: Context, k: Annotated[int, Field(ge=1, le=50, description="how many")] = 5,
                   as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
@@ -118,6 +123,12 @@ def _receipts(rows: list[dict[str, Any]]) -> CallToolResult:
 
 def _shown(body: Any, render: Callable[[Any], str]) -> CallToolResult:
     return result(body, render(body))
+
+
+def _read_text(d: dict[str, Any]) -> str:
+    """A read as the model sees it: the context, then the multi-hop paths followed, one per line."""
+    text = d["context"] or "(nothing relevant remembered)"
+    return text + "".join(f"\npath: {p}" for p in d.get("paths", []))
 
 
 class OneLineErrors(MCPServer[Any]):

@@ -29,6 +29,7 @@ from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, 
 
 if TYPE_CHECKING:
     from pmem.domain.views import CellView, History
+    from pmem.projections.graph import Fact
     from pmem.projections.ports import Embedder
     from pmem.projections.vectors import SearchResult
 
@@ -36,6 +37,7 @@ DEFAULT_L = 12  # docs/reading.md: top L cells
 MAX_LOOKUPS = 3  # docs/reading.md: iterative readout, up to 3 follow-up lookups ...
 LOOKUP_CELLS = 6  # ... of 6 further cells each
 MODES = ("cells", "turns")
+MAX_HOPS = 6  # docs/reading.md#multi-hop-reading: the longest path --hops follows
 
 
 class Memory(Protocol):
@@ -54,6 +56,9 @@ class Memory(Protocol):
 
     def log(self, *, after: int = 0, limit: int | None = None, namespace: str | None = None,
             as_of: int | None = None) -> list[dict[str, Any]]: ...
+
+    def graph_facts(self, subjects: Iterable[str], *, as_of: int | None = None,
+                    namespace: str | None = None) -> dict[str, list[Fact]]: ...
 
 
 class TokenCounter:
@@ -121,24 +126,28 @@ class Reader:
 
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_L, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None, namespace: str | None = None,
-             alternatives: str = "summary", min_trust: int | None = None) -> ReadResult:
-        """The context an agent receives for ``question`` (see the module docstring)."""
+             alternatives: str = "summary", min_trust: int | None = None, hops: int = 0) -> ReadResult:
+        """The context an agent receives for ``question`` (see the module docstring); ``hops``: cells mode
+        reads the facts along the paths of the multi-hop policy first (docs/reading.md#multi-hop-reading)."""
         if mode not in MODES:
             raise InvalidOperation(f"unknown read mode {mode!r} (expected cells or turns)", field="mode")
         if budget is not None and (isinstance(budget, bool) or budget < 1):
             raise InvalidOperation(f"budget must be a positive number of tokens, got {budget!r}", field="budget")
         policy = Policy(frozenset(m.strip() for m in disclose if m.strip()), alternatives, min_trust)
         if mode == "cells":
-            return self.read_cells(question, k=k, budget=budget, policy=policy, as_of=as_of, namespace=namespace)
+            return self.read_cells(question, k=k, budget=budget, policy=policy, as_of=as_of, namespace=namespace,
+                                   hops=hops)
         return self.read_turns(question, k=k, budget=budget, as_of=as_of, namespace=namespace, min_trust=min_trust)
 
     # -- cells ---------------------------------------------------------------
     def read_cells(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
                    policy: Policy | None = None, as_of: int | None = None,
-                   namespace: str | None = None) -> ReadResult:
+                   namespace: str | None = None, hops: int = 0) -> ReadResult:
         policy = policy or Policy()
         keys: list[str] = []
         blocks: list[str] = []
+        paths = (self._add_hops(question, hops, keys, blocks, policy, as_of, namespace) if hops
+                 else [] if self.planner is not None else None)
         self._add_cells(question, k, keys, blocks, policy, as_of, namespace)
         lookups: list[str] = []
         while self.planner is not None and len(lookups) < MAX_LOOKUPS:
@@ -146,11 +155,35 @@ class Reader:
             if not query or not query.strip():
                 break
             lookups.append(query.strip())
+            before = len(keys)
             self._add_cells(query, LOOKUP_CELLS, keys, blocks, policy, as_of, namespace)
+            paths = [*(paths or []), f"lookup {lookups[-1]!r} -> {', '.join(keys[before:]) or '(nothing new)'}"]
         kept = fit_budget(blocks, budget, self.count)
         context = "\n".join(kept)
         return ReadResult(question, "cells", context, self.count(context), tuple(keys[:len(kept)]),
-                          lookups=tuple(lookups))
+                          lookups=tuple(lookups), paths=None if paths is None else tuple(paths))
+
+    def _add_hops(self, question: str, hops: int, keys: list[str], blocks: list[str], policy: Policy,
+                  as_of: int | None, namespace: str | None) -> list[str]:
+        """Append the facts along the multi-hop policy's paths (best path first); the paths, as text."""
+        from pmem.adapters.graph.multihop import hop_read
+        from pmem.projections.multihop import fact_line
+
+        found = hop_read(self.store, question, self.embedder, hops=hops, as_of=as_of, namespace=namespace)
+        full = policy.disclose or frozenset({"alternatives"})
+        for f in found.facts:
+            if f.key in keys or (not self.system and is_system_key(f.key)):
+                continue
+            if policy.disclose or policy.min_trust is not None or f.status == "contested":
+                c = self.store.get(f.key, as_of=as_of, disclose=full, namespace=namespace)
+                if not readable(c, policy.min_trust):
+                    continue
+                block = render_cell(c, policy.disclose, alternatives=policy.alternatives, min_trust=policy.min_trust)
+            else:
+                block = fact_line(f)
+            keys.append(f.key)
+            blocks.append(block)
+        return list(found.paths)
 
     def _add_cells(self, query: str, n: int, keys: list[str], blocks: list[str], policy: Policy,
                    as_of: int | None, namespace: str | None) -> None:

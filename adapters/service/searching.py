@@ -10,7 +10,7 @@ from pmem.adapters.service.bootstrap import Wiring
 from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.operations import checked_count, optional_count, shown, string_problem
-from pmem.projections.graph import EntityGraph
+from pmem.projections.graph import EntityGraph, Fact
 from pmem.projections.reading import ReadResult
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ class Searches:
 
     def read(self, memory: Any, question: str, *, mode: str, k: int, budget: int | None,
              disclose: Iterable[str], as_of: int | None, namespace: str | None,
-             alternatives: str = "summary", min_trust: int | None = None) -> ReadResult:
+             alternatives: str = "summary", min_trust: int | None = None, hops: int = 0,
+             iterative: bool = False) -> ReadResult:
         """The context for ``question``, read through ``memory`` (the store: see :mod:`.reader`)."""
         from pmem.adapters.service.reader import MODES, Reader
         from pmem.projections.reading import ALTERNATIVES
@@ -81,9 +82,21 @@ class Searches:
         min_trust = optional_count(min_trust, "min_trust", "a trust from 0 to 100")
         if min_trust is not None and min_trust > 100:
             raise InvalidOperation(f"min_trust must be a trust from 0 to 100, got {min_trust}", field="min_trust")
+        hops, planner = multihop_options(mode, hops, iterative)
         as_of, ns = checked_as_of(as_of), self.reads.namespace(namespace)
-        return Reader(memory).read(question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose),
-                                   as_of=as_of, namespace=ns, alternatives=alternatives, min_trust=min_trust)
+        return Reader(memory, planner=planner).read(
+            question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose), as_of=as_of, namespace=ns,
+            alternatives=alternatives, min_trust=min_trust, hops=hops)
+
+    def facts_of(self, subjects: Iterable[str], *, as_of: int | None = None,
+                 namespace: str | None = None) -> dict[str, list[Fact]]:
+        """The open facts of each subject slug as of ``as_of`` (the graph's, without building it)."""
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        with self.w.lock:
+            projection = self.w.projections["graph"]
+            projection.catch_up()
+            projection.check_readable(ns, as_of)
+            return {s: projection.facts_of(ns, s, as_of) for s in dict.fromkeys(subjects)}
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None) -> EntityGraph:
@@ -104,6 +117,25 @@ class Searches:
 
             cosine_associations(g, self.w.embedders.get(), ASSOCIATION_THRESHOLD if threshold is None else threshold)
         return g
+
+
+def multihop_options(mode: str, hops: object, iterative: object) -> tuple[int, Any]:
+    """``(hops, planner)`` of a read: ``hops`` from 0 to :data:`~.reader.MAX_HOPS`, and the LLM lookup
+    planner when ``iterative`` (configured by ``PMEM_LLM_BASE``); both read cells only."""
+    from pmem.adapters.service.reader import MAX_HOPS
+
+    hops = checked_count(hops, "hops", f"a number of hops from 0 to {MAX_HOPS}", minimum=0)
+    if hops > MAX_HOPS:
+        raise InvalidOperation(f"hops must be a number of hops from 0 to {MAX_HOPS}, got {hops}", field="hops")
+    if not isinstance(iterative, bool):
+        raise InvalidOperation(f"iterative must be true or false, got {shown(iterative)}", field="iterative")
+    if (hops or iterative) and mode != "cells":
+        raise InvalidOperation("hops and iterative read cells: they do not combine with mode turns", field="mode")
+    if not iterative:
+        return hops, None
+    from pmem.adapters.llm.reader import LLMReader
+
+    return hops, LLMReader.from_env()
 
 
 def checked_text(text: object, name: str) -> str:

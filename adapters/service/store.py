@@ -34,7 +34,7 @@ from pmem.adapters.service.writes import Writes
 from pmem.domain.errors import InvalidOperation, StoreClosed
 from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, checked_namespace
 from pmem.domain.views import CellView, History, Receipt
-from pmem.projections.graph import EntityGraph, without_system
+from pmem.projections.graph import EntityGraph, Fact, without_system
 from pmem.projections.ports import Embedder
 from pmem.projections.reading import ReadResult
 
@@ -159,17 +159,19 @@ class SearchApi(_Parts):
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_K, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None,
              namespace: str | None = None, system: bool = False, alternatives: str = "summary",
-             min_trust: int | None = None) -> ReadResult:
+             min_trust: int | None = None, hops: int = 0, iterative: bool = False) -> ReadResult:
         """The context string an agent receives for ``question`` (cells or turns), with its size in
         characters and tokens; see :mod:`pmem.adapters.service.reader`. P-Mem's own cells only with ``system``.
         Alternatives below the head's trust are counted, not listed, unless ``alternatives="all"``; versions
-        (and turns) below ``min_trust`` are left out."""
+        (and turns) below ``min_trust`` are left out. ``hops``: also the facts along the question's relations
+        followed up to ``hops`` links from the entities it names (offline); ``iterative``: up to 3 follow-up
+        lookups an LLM plans (``PMEM_LLM_BASE``); either way ``paths`` says what was followed."""
         from pmem.adapters.service.reader import WithSystemCells
 
         memory = WithSystemCells(self) if checked_flag(system, "system") else self
         return self._searches.read(memory, question, mode=mode, k=k, budget=budget, disclose=disclose,
                                    as_of=as_of, namespace=namespace, alternatives=alternatives,
-                                   min_trust=min_trust)
+                                   min_trust=min_trust, hops=hops, iterative=iterative)
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None, system: bool = False) -> EntityGraph:
@@ -182,6 +184,12 @@ class SearchApi(_Parts):
         system = checked_flag(system, "system")
         g = self._searches.graph(as_of=as_of, namespace=namespace, embed=embed, threshold=threshold)
         return g if system else without_system(g)
+
+    def graph_facts(self, subjects: Iterable[str], *, as_of: int | None = None,
+                    namespace: str | None = None) -> dict[str, list[Fact]]:
+        """The open facts of each entity slug (keys ``<slug>.<relation>``) as of ``as_of``: what
+        ``graph(as_of=...).entities[slug].facts`` holds, read by key without building the graph."""
+        return self._searches.facts_of(subjects, as_of=as_of, namespace=namespace)
 
     @property
     def embedder(self) -> Embedder:

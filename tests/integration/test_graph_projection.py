@@ -67,3 +67,25 @@ def test_stats_and_rebuild_include_the_graph_projection(store: pmem.Store) -> No
     store.accept("a.b", "c")
     assert store.rebuild("graph")["events"] == 1
     assert store.stats()["projections"]["graph"] == {"position": 1, "lag": 0}
+
+
+def test_graph_facts_by_key_are_the_graphs_facts_of_each_entity_as_of_every_index(db: str) -> None:
+    """``Store.graph_facts`` (multi-hop reading's lookup by key) against the graph it stands for, on both
+    backends: every subject at every index, a subject that is a prefix of another, a key with no dot,
+    a forgotten cell."""
+    with pmem.open(db) as store:
+        store.apply([{"op": "accept", "key": k, "value": v} for k, v in (
+            ("ab.x", "Ab X"), ("ab_c.y", "1"), ("ab", "plain"), ("abc.z", "2"), ("ab.w", "Ab W"))])
+        store.accept("ab.x", "Ab X2")
+        store.forget("ab.w")
+        write_log(store, 40, seed=5)
+        for n in range(0, store.last_index() + 1, 3):
+            for ns in NAMESPACES:
+                g = store.graph(as_of=n, namespace=ns)
+                subjects = [*g.entities, "ab", "nobody"]
+                got = store.graph_facts(subjects, as_of=n, namespace=ns)
+                for s in subjects:
+                    want = g.entities[s].facts if s in g.entities else []
+                    assert {(f.key, f.value) for f in got[s]} == {(f.key, f.value) for f in want}, (n, ns, s)
+        now = store.graph_facts(["ab"])["ab"]
+        assert {(f.key, f.value) for f in now} == {("ab.x", "Ab X2"), ("ab", "plain")}
