@@ -32,10 +32,10 @@ from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
 from pmem.domain.cell import CellEvent, Forgotten, MemoryCell, NotApplied
 from pmem.domain.decide import execute
-from pmem.domain.state import CellState
 from pmem.domain.errors import ConflictRetriesExhausted, InvalidBatch, InvalidOperation, StoreUnavailable
 from pmem.domain.keys import cell_id
 from pmem.domain.operations import Operation, check_operation
+from pmem.domain.state import CellState
 from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, Timeline, fold
 
