@@ -45,8 +45,18 @@ def emit(obj: Any) -> None:
 
 def emit_lines(objs: Iterable[Any]) -> None:
     # Concatenating frees each orjson buffer at once; keeping them all alive until a join is slower
-    # (their allocations do not reuse memory well when retained: docs/benchmarks.md).
-    sys.stdout.buffer.write(b"".join(orjson.dumps(o) + b"\n" for o in objs))
+    # (their allocations do not reuse memory well when retained: docs/benchmarks.md). Written
+    # EMIT_CHUNK lines at a time, so a million receipts are never one buffer.
+    out, lines = sys.stdout.buffer, []
+    for o in objs:
+        lines.append(orjson.dumps(o) + b"\n")
+        if len(lines) == EMIT_CHUNK:
+            out.write(b"".join(lines))
+            lines.clear()
+    out.write(b"".join(lines))
+
+
+EMIT_CHUNK = 16384
 
 
 def check_number(name: str, value: int | None, what: str, minimum: int = 0) -> None:

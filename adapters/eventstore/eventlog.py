@@ -40,6 +40,8 @@ from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
+_Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
+"""The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 READ_BATCH = 5_000
 RECEIPT_CELLS = 2_000
 
@@ -119,8 +121,9 @@ class EventLog(Application[UUID]):
                                   if op.evidence.op_id is None or (op.namespace, op.evidence.op_id) not in known})
         now = datetime.now(UTC)
         stamp = timestamp_envelope(now)
-        # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
-        outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
+        # Per operation: the parts of a new event's receipt, or where an earlier receipt lives. (Not the
+        # event's fields: a dict per operation held to the end is most of a big batch's memory.)
+        outcomes: list[_Made | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
         # the cells' data keys, and those this batch makes (their rows: read, like op_id_rows, once rows() is done)
         batch_keys: dict[str, Key] = self.keys.lookup(h for _, h in cells.values()) if self.sealing else {}
@@ -146,7 +149,8 @@ class EventLog(Application[UUID]):
                 cell, hexid = cells[op.namespace, op.key]
                 event_class, fields = execute(cell, op)
                 h = cell.state.head
-                outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
+                outcomes.append((event_class, fields["namespace"], fields["key"], fields["requested"], fields["reason"],
+                                 None if h is None else Head(h.value, h.status), fields["op_id"]))
                 fields["timestamp"] = stamp
                 count[0] += 1
                 stored = self._sealed(fields, hexid, cell.version, batch_keys, key_rows) if self.sealing else fields
@@ -160,10 +164,10 @@ class EventLog(Application[UUID]):
         receipts: list[Receipt] = []
         position = 0
         for outcome in outcomes:
-            if len(outcome) == 3:
-                cls, f, head = outcome
-                receipts.append(Receipt(first + position, f["namespace"], f["key"], cls.OP, f["requested"],
-                                        cls is not NotApplied, f["reason"], head, f["op_id"]))
+            if len(outcome) == 7:
+                cls, ns, key, requested, reason, head, op_id = outcome
+                receipts.append(Receipt(first + position, ns, key, cls.OP, requested, cls is not NotApplied, reason,
+                                        head, op_id))
                 position += 1
             elif outcome[0] == "dup":
                 receipts.append(_as_duplicate(receipts[outcome[1]]))
