@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from functools import lru_cache
 
 KEY_EDITION = 2  # the rule new stores use
 KEY_EDITIONS = (1, 2)
@@ -38,6 +39,9 @@ def normalize_key(raw: str, edition: int = KEY_EDITION) -> str:
     return "".join(out).strip("_")
 
 
+@lru_cache(maxsize=1 << 17)
 def cell_id(namespace: str, key: str) -> uuid.UUID:
-    """The aggregate id of the cell ``(namespace, key)``; ``key`` must already be normalised."""
+    """The aggregate id of the cell ``(namespace, key)``; ``key`` must already be normalised. (Cached:
+    a ``uuid5`` is a SHA-1, and a write batch, a reload after a conflict and every read name the same
+    cells again and again; a UUID is immutable, so sharing one is safe.)"""
     return uuid.uuid5(_NAMESPACE_ROOT, f"{namespace}\x1f{key}")

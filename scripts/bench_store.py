@@ -15,6 +15,9 @@ Three paths store the same N ``accept`` operations over K keys (JSON lines from 
   SQLite itself costs to store those rows.
 * ``raw-plain``: the same, but the input JSON lines into ``CREATE TABLE ops (key, body)`` with no
   index: the cheapest possible store of the same data, shown for context.
+* ``raw-json``: issue 19's baseline: ``raw-plain`` with a ``json.loads`` of each line as it is bound
+  (``executemany`` of the JSON lines into a (key, body) table, WAL, ``synchronous=FULL``, one
+  transaction).
 * ``api-unsealed``: ``api`` with sealing switched off (``store.log_store.sealing = False``, an internal
   knob: stores always seal), the baseline of what sealing values, texts and sources costs the write
   path (docs/forgetting.md).
@@ -31,6 +34,11 @@ The paths run interleaved (cli, api, raw, cli, ...) ``--repeat`` times and the b
 is reported, with events/s and the throughput ratio to ``raw``. ``PMEM_SYNCHRONOUS`` is removed
 from the environment so P-Mem runs with its default (FULL), like the baseline. Finally the store
 the CLI wrote is reopened and checked: ``last_index() == N`` and one frontier cell per distinct key.
+The CLI's peak RSS (its own, from ``wait4``) and the store's bytes per event are printed too.
+
+``--resend`` also times, through the CLI, the same lines with an ``op_id`` each written to a fresh
+store and then sent again to it (a resend appends nothing), and prints the resend's time over the first
+write's. ``--quick`` is 50,000 operations, one repetition, 200 gets (under two minutes).
 
 Run it with the project's virtualenv (it imports ``pmem``):
 
@@ -55,7 +63,7 @@ import orjson
 
 import pmem
 
-PATHS = ("cli", "api", "raw", "raw-plain", "api-unsealed")
+PATHS = ("cli", "api", "raw", "raw-plain", "raw-json", "api-unsealed")
 EVENTS_TABLE = ("CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
                 "state BLOB, PRIMARY KEY (originator_id, originator_version))")  # eventsourcing's schema
 
@@ -72,17 +80,46 @@ def make_lines(n_ops: int, n_keys: int, seed: int) -> tuple[list[bytes], list[st
     return lines, keys
 
 
+PEAK_RSS: list[int] = []  # the CLI runs' peak RSS, bytes
+
+
 def run_cli(ops_file: Path, db: Path, n_ops: int) -> float:
+    """``pmem apply`` as a subprocess; its own peak RSS (``wait4``) goes to :data:`PEAK_RSS`."""
     exe = Path(sys.executable).parent / "pmem"
     t0 = time.perf_counter()
-    proc = subprocess.run([str(exe), "apply", str(ops_file), "--db", str(db)], capture_output=True)
-    elapsed = time.perf_counter() - t0
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([str(exe), "apply", str(ops_file), "--db", str(db)], stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    PEAK_RSS.append(usage.ru_maxrss * 1024)
     if proc.returncode != 0:
-        raise SystemExit(f"pmem apply exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
-    receipts = sum(1 for line in proc.stdout.split(b"\n") if line.strip())
+        raise SystemExit(f"pmem apply exited {proc.returncode}: {stderr.decode(errors='replace')}")
+    receipts = sum(1 for line in stdout.split(b"\n") if line.strip())
     if receipts != n_ops:
         raise SystemExit(f"pmem apply printed {receipts} receipts, expected {n_ops}")
     return elapsed
+
+
+def store_bytes(db: Path) -> int:
+    """The store's size on disk: the file and its WAL."""
+    return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+
+
+def run_resend(lines: list[bytes], n_ops: int) -> tuple[float, float]:
+    """Seconds of the first write and of the resend of the same lines, each with an ``op_id``."""
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-resend-") as d:
+        ops_file, db = Path(d) / "ops.jsonl", Path(d) / "bench.db"
+        ops_file.write_bytes(b"".join(line[:-1] + b',"op_id":"m%d"}\n' % i for i, line in enumerate(lines)))
+        first = run_cli(ops_file, db, n_ops)
+        again = run_cli(ops_file, db, n_ops)
+        with pmem.open(db) as store:
+            if store.last_index() != n_ops:
+                raise SystemExit(f"the resend appended events: last_index={store.last_index()}")
+    return first, again
 
 
 def run_api(lines: list[bytes], db: Path, sealed: bool = True) -> float:
@@ -128,6 +165,22 @@ def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
     conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", zip(keys, lines, strict=True))
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
+def run_raw_json(lines: list[bytes], keys: list[str], db: Path) -> float:
+    """Issue 19's baseline: the input lines into a (key, body) table, a ``json.loads`` of each as it is bound."""
+    t0 = time.perf_counter()
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)",
+                     ((json.loads(line)["key"], line) for line in lines))
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     conn.close()
@@ -183,7 +236,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="interleaved repetitions, best kept (default 3)")
     ap.add_argument("--gets", type=int, default=2000, help="random gets per read measurement (default 2000)")
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON here")
+    ap.add_argument("--resend", action="store_true", help="also time a resend of the lines with op ids (CLI)")
+    ap.add_argument("--quick", action="store_true", help="50,000 ops, one repetition, 200 gets")
     args = ap.parse_args()
+    if args.quick:
+        args.ops, args.repeat, args.gets = 50_000, 1, 200
     os.environ.pop("PMEM_SYNCHRONOUS", None)  # the CLI and the API both default to FULL, like raw
 
     lines, keys = make_lines(args.ops, args.keys, args.seed)
@@ -193,11 +250,13 @@ def main() -> None:
         ops_file = Path(ops_dir) / "ops.jsonl"
         ops_file.write_bytes(b"".join(line + b"\n" for line in lines))
         rows: list[tuple[str, int, str, bytes]] = []
+        size = 0
         runners: dict[str, Callable[[Path], float]] = {
             "cli": lambda db: run_cli(ops_file, db, args.ops),
             "api": lambda db: run_api(lines, db),
             "raw": lambda db: run_raw(rows, db),
             "raw-plain": lambda db: run_raw_plain(lines, keys, db),
+            "raw-json": lambda db: run_raw_json(lines, keys, db),
             "api-unsealed": lambda db: run_api(lines, db, sealed=False),
         }
         reads: dict[str, dict[str, float]] = {}
@@ -209,6 +268,7 @@ def main() -> None:
                     print(f"  run {rep + 1}/{args.repeat} {path}: {times[path][-1]:.3f} s", file=sys.stderr)
                     if path == "cli" and not rows:
                         rows.extend(event_rows(db))
+                        size = store_bytes(db)
                     if path == "cli" and rep == args.repeat - 1:
                         verify(db, args.ops, n_distinct)
                     if path in ("api", "api-unsealed") and rep == args.repeat - 1:
@@ -217,11 +277,18 @@ def main() -> None:
     best = {p: min(ts) for p, ts in times.items()}
     print(f"\n{args.ops} accept ops over {n_distinct} distinct keys (K={args.keys}, seed={args.seed}), "
           f"best of {args.repeat}")
-    print(f"{'path':<13} {'seconds':>9} {'events/s':>11} {'vs raw':>7} {'vs plain':>9}")
+    print(f"{'path':<13} {'seconds':>9} {'events/s':>11} {'vs raw':>7} {'vs plain':>9} {'vs json':>8}")
     for p in PATHS:
         print(f"{p:<13} {best[p]:>9.3f} {args.ops / best[p]:>11,.0f} {best['raw'] / best[p]:>7.3f} "
-              f"{best['raw-plain'] / best[p]:>9.3f}")
+              f"{best['raw-plain'] / best[p]:>9.3f} {best['raw-json'] / best[p]:>8.3f}")
     ratio = best["raw"] / best["cli"]
+    print(f"CLI/raw-json ratio: {best['raw-json'] / best['cli']:.3f}, API/raw-json ratio: "
+          f"{best['raw-json'] / best['api']:.3f} (issue 19's baseline: the lines into (key, body), json.loads each)")
+    print(f"CLI peak RSS: {max(PEAK_RSS) / 2**20:,.0f} MiB; store: {size / args.ops:,.0f} bytes per event")
+    resend = run_resend(lines, args.ops) if args.resend else None
+    if resend is not None:
+        print(f"resend with op ids (CLI): first write {resend[0]:.3f} s, resend {resend[1]:.3f} s: "
+              f"{resend[1] / resend[0]:.2f}x the first write")
     print(f"CLI/raw ratio: {ratio:.2f} (goal >= 0.15; raw = the same event rows into the same table)")
     print(f"CLI/raw-plain ratio: {best['raw-plain'] / best['cli']:.2f} (plain = the input lines, no index)")
     print_sealing(times, args.ops, reads)
@@ -230,6 +297,9 @@ def main() -> None:
         figures = {
             "ops": args.ops, "keys": args.keys, "distinct_keys": n_distinct, "seed": args.seed,
             "repeat": args.repeat, "cli_raw_ratio": ratio,
+            "cli_raw_json_ratio": best["raw-json"] / best["cli"], "api_raw_json_ratio": best["raw-json"] / best["api"],
+            "cli_peak_rss_bytes": max(PEAK_RSS), "store_bytes_per_event": size / args.ops,
+            "resend_seconds": resend,
             "cli_raw_plain_ratio": best["raw-plain"] / best["cli"],
             "paths": {p: {"seconds": best[p], "events_per_s": args.ops / best[p],
                           "ratio_to_raw": best["raw"] / best[p], "all_seconds": times[p]} for p in PATHS},

@@ -5,6 +5,7 @@ settings read from the common options and the reading of a batch of operations. 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -44,8 +45,18 @@ def emit(obj: Any) -> None:
 
 def emit_lines(objs: Iterable[Any]) -> None:
     # Concatenating frees each orjson buffer at once; keeping them all alive until a join is slower
-    # (their allocations do not reuse memory well when retained: docs/benchmarks.md).
-    sys.stdout.buffer.write(b"".join(orjson.dumps(o) + b"\n" for o in objs))
+    # (their allocations do not reuse memory well when retained: docs/benchmarks.md). Written
+    # EMIT_CHUNK lines at a time, so a million receipts are never one buffer.
+    out, lines = sys.stdout.buffer, []
+    for o in objs:
+        lines.append(orjson.dumps(o) + b"\n")
+        if len(lines) == EMIT_CHUNK:
+            out.write(b"".join(lines))
+            lines.clear()
+    out.write(b"".join(lines))
+
+
+EMIT_CHUNK = 16384
 
 
 def check_number(name: str, value: int | None, what: str, minimum: int = 0) -> None:
@@ -92,23 +103,41 @@ def read_file(path: str) -> bytes:
 
 def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> list[Any]:
     """Parse and validate JSON lines, keys by ``key_edition``; any bad line raises :class:`InvalidBatch`
-    naming it."""
+    naming it. Each line is decoded by type first (:mod:`pmem.domain.op_decoding`); a line that decoding
+    cannot vouch for is parsed the precise way, for its result or its error."""
+    from pmem.domain.op_decoding import decode_line
     from pmem.domain.operations import Operation
 
     ops: list[Operation] = []
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue  # blank lines (and the final newline) carry nothing
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InvalidBatch(f"invalid UTF-8 at byte {e.start}", line=n) from None
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            raise InvalidBatch(f"malformed JSON: {e}", line=n) from None
-        try:
-            ops.append(parse_operation(obj, namespace, key_edition))
-        except InvalidOperation as e:
-            raise InvalidBatch(str(e), line=n, field=e.field) from None
+    # Hundreds of thousands of long-lived tuples would make the cyclic GC rescan them again and again
+    # (the event log pauses it for the same reason); nothing here makes reference cycles.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            op = decode_line(raw, namespace, key_edition)
+            if op is None:
+                if not raw.strip():
+                    continue  # blank lines (and the final newline) carry nothing
+                op = parse_line(raw, n, namespace, key_edition)
+            ops.append(op)
+    finally:
+        if paused:
+            gc.enable()
     return ops
+
+
+def parse_line(raw: bytes, n: int, namespace: str, key_edition: int) -> Any:
+    """The operation of line ``n``, or :class:`InvalidBatch` saying why it is not one."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidBatch(f"invalid UTF-8 at byte {e.start}", line=n) from None
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise InvalidBatch(f"malformed JSON: {e}", line=n) from None
+    try:
+        return parse_operation(obj, namespace, key_edition)
+    except InvalidOperation as e:
+        raise InvalidBatch(str(e), line=n, field=e.field) from None

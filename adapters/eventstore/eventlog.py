@@ -35,11 +35,15 @@ from pmem.domain.decide import execute
 from pmem.domain.errors import ConflictRetriesExhausted, InvalidBatch, InvalidOperation, StoreUnavailable
 from pmem.domain.keys import cell_id
 from pmem.domain.operations import Operation, check_operation
+from pmem.domain.state import CellState
 from pmem.domain.views import Head, Receipt
-from pmem.projections.replay import IndexedEvent, fold
+from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
+_Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
+"""The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 READ_BATCH = 5_000
+RECEIPT_CELLS = 2_000
 
 
 class EventLog(Application[UUID]):
@@ -112,11 +116,14 @@ class EventLog(Application[UUID]):
 
     def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
         known = self._known_op_ids(ops)
-        cells = self._load_cells({(op.namespace, op.key) for op in ops})
+        # a resent operation decides nothing: its cell need not be loaded
+        cells = self._load_cells({(op.namespace, op.key) for op in ops
+                                  if op.evidence.op_id is None or (op.namespace, op.evidence.op_id) not in known})
         now = datetime.now(UTC)
         stamp = timestamp_envelope(now)
-        # Per operation: a new event (class, fields, head after it), or where an earlier receipt lives.
-        outcomes: list[tuple[type[CellEvent], dict[str, Any], Head | None] | tuple[str, int]] = []
+        # Per operation: the parts of a new event's receipt, or where an earlier receipt lives. (Not the
+        # event's fields: a dict per operation held to the end is most of a big batch's memory.)
+        outcomes: list[_Made | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
         # the cells' data keys, and those this batch makes (their rows: read, like op_id_rows, once rows() is done)
         batch_keys: dict[str, Key] = self.keys.lookup(h for _, h in cells.values()) if self.sealing else {}
@@ -142,7 +149,8 @@ class EventLog(Application[UUID]):
                 cell, hexid = cells[op.namespace, op.key]
                 event_class, fields = execute(cell, op)
                 h = cell.state.head
-                outcomes.append((event_class, fields, None if h is None else Head(h.value, h.status)))
+                outcomes.append((event_class, fields["namespace"], fields["key"], fields["requested"], fields["reason"],
+                                 None if h is None else Head(h.value, h.status), fields["op_id"]))
                 fields["timestamp"] = stamp
                 count[0] += 1
                 stored = self._sealed(fields, hexid, cell.version, batch_keys, key_rows) if self.sealing else fields
@@ -152,18 +160,19 @@ class EventLog(Application[UUID]):
         for c, _, _ in key_rows:
             self.keys.remember(c, batch_keys[c])
         self._cells.update(cells)
+        earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
         receipts: list[Receipt] = []
         position = 0
         for outcome in outcomes:
-            if len(outcome) == 3:
-                cls, f, head = outcome
-                receipts.append(Receipt(first + position, f["namespace"], f["key"], cls.OP, f["requested"],
-                                        cls is not NotApplied, f["reason"], head, f["op_id"]))
+            if len(outcome) == 7:
+                cls, ns, key, requested, reason, head, op_id = outcome
+                receipts.append(Receipt(first + position, ns, key, cls.OP, requested, cls is not NotApplied, reason,
+                                        head, op_id))
                 position += 1
             elif outcome[0] == "dup":
                 receipts.append(_as_duplicate(receipts[outcome[1]]))
             else:
-                receipts.append(_as_duplicate(self.receipt_at(outcome[1])))
+                receipts.append(_as_duplicate(earlier[outcome[1]]))
         return receipts
 
     @staticmethod
@@ -311,11 +320,41 @@ class EventLog(Application[UUID]):
         return Receipt(index, event.namespace, event.key, event.OP, event.requested, event.applied,
                        event.reason, None if h is None else Head(h.value, h.status), event.op_id)
 
+    def receipts_at(self, indices: Sequence[int]) -> dict[int, Receipt]:
+        """:meth:`receipt_at` of many events at once (a resent batch): each cell they belong to is read
+        and folded once, a few thousand cells at a time."""
+        wanted = set(indices)
+        by_cell: dict[str, int] = {}
+        for index, hexid in self._read(self.recorder.cells_at, sorted(wanted)):
+            by_cell[hexid] = max(index, by_cell.get(hexid, 0))
+        out: dict[int, Receipt] = {}
+        cells = sorted(by_cell)
+        for start in range(0, len(cells), RECEIPT_CELLS):
+            chunk = [UUID(h) for h in cells[start:start + RECEIPT_CELLS]]
+            upto = max(by_cell[c.hex] for c in chunk)
+            for events in self.cell_events(chunk, upto=upto).values():
+                _receipts_of(events, wanted, out)
+        return out
+
     def _read(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
         except self._errors as e:
             raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
+
+
+def _receipts_of(events: list[IndexedEvent], wanted: set[int], out: dict[int, Receipt]) -> None:
+    """Fold one cell's ``events`` and put into ``out`` the receipt of each whose index is ``wanted``
+    (the head is the cell's right after that event, as :meth:`EventLog.receipt_at` folds it)."""
+    timeline: Timeline | None = None
+    for index, event in events:
+        if timeline is None:
+            timeline = Timeline(CellState(event.namespace, event.key))
+        timeline.apply(index, event)
+        if index in wanted:
+            h = timeline.state.head
+            out[index] = Receipt(index, event.namespace, event.key, event.OP, event.requested, event.applied,
+                                 event.reason, None if h is None else Head(h.value, h.status), event.op_id)
 
 
 def _decoded(index: int, topic: str, state: bytes, cid: UUID, version: int, keys: Any) -> Any:

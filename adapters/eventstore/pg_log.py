@@ -169,6 +169,13 @@ class PmemPgRecorder(PostgresApplicationRecorder):
             c.execute(sql + SQL(" ORDER BY notification_id LIMIT %s"), [*params, limit])
             return c.fetchall()
 
+    def cells_at(self, indices: Sequence[int]) -> list[tuple[int, str]]:
+        """``(event index, cell id hex)`` of each of the events at ``indices`` that exists."""
+        with self._cursor(commit=False) as c:
+            c.execute(SQL("SELECT notification_id, " + _HEX + " FROM {} WHERE notification_id = ANY(%s)")
+                      .format(self.table), (list(indices),))
+            return [(int(i), str(h)) for i, h in c.fetchall()]
+
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
         with self._cursor(commit=False) as c:
             c.execute(SQL("SELECT op_id, event_index FROM {} WHERE namespace = %s AND op_id = ANY(%s)")

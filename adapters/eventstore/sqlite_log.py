@@ -212,6 +212,17 @@ class PmemRecorder(SQLiteApplicationRecorder):
                 found.update(dict(c.fetchall()))
         return found
 
+    def cells_at(self, indices: Sequence[int]) -> list[tuple[int, str]]:
+        """``(event index, cell id hex)`` of each of the events at ``indices`` that exists."""
+        out: list[tuple[int, str]] = []
+        with self.datastore.transaction(commit=False) as c:
+            for start in range(0, len(indices), _CHUNK):
+                chunk = list(indices[start:start + _CHUNK])
+                c.execute(f"SELECT rowid, originator_id FROM {self.events_table_name} WHERE rowid IN "
+                          f"({','.join('?' * len(chunk))})", chunk)
+                out.extend(c.fetchall())
+        return out
+
     def max_notification_id(self) -> int:
         return super().max_notification_id() or 0
 

@@ -10,6 +10,7 @@ from pmem.adapters.service.bootstrap import Wiring
 from pmem.adapters.service.doctor import write_checked
 from pmem.domain.errors import InvalidBatch, InvalidOperation
 from pmem.domain.keys import normalize_key
+from pmem.domain.op_decoding import convert
 from pmem.domain.operations import (
     MAX_FIELD_CHARS,
     Operation,
@@ -41,7 +42,7 @@ class Writes:
                 ops.append(item)
                 continue
             try:
-                ops.append(parse_operation(item, self.w.namespace, self.w.key_edition))
+                ops.append(convert(item, self.w.namespace, self.w.key_edition))
             except InvalidOperation as e:
                 _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None

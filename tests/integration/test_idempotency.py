@@ -45,3 +45,21 @@ def test_op_ids_survive_reopening_the_store(db: str) -> None:
     with pmem.open(db) as s:
         assert s.accept("k", "w", op_id="once").duplicate
         assert s.last_index() == 1
+
+
+def test_a_resent_batch_gets_every_first_receipt_and_appends_nothing(store: pmem.Store) -> None:
+    """The resend of a whole batch (its receipts are read in bulk, a cell at a time) answers each
+    operation with exactly the receipt it first got, heads included, on cells that moved on since."""
+    ops = [{"op": op, "key": f"k{i % 7}", "value": f"v{i % 5}", "op_id": f"m{i}", "trust": 30 + i % 50}
+           for i, op in enumerate(["accept", "contest", "reject", "accept", "support", "resolve"] * 40)]
+    first = store.apply(ops)
+    store.apply([{"op": "accept", "key": f"k{i}", "value": "later", "trust": 99} for i in range(7)])
+    last = store.last_index()
+    again = store.apply(list(reversed(ops)))
+    assert store.last_index() == last
+    assert all(r.duplicate for r in again)
+    assert [r._replace(duplicate=False) for r in reversed(again)] == first
+    store.forget("k3")  # a forgotten cell's receipts read alike both ways too
+    log = store.log_store
+    assert log.receipts_at([r.event_index for r in first]) == {r.event_index: log.receipt_at(r.event_index)
+                                                               for r in first}
