@@ -31,7 +31,7 @@ MIN_COVERAGE = 0.75
 
 SELF = frozenset({"user", "i", "me", "my", "myself", "speaker", "the speaker", "the user"})
 LISTENER = frozenset({"you", "your", "listener", "the listener", "other speaker"})
-PLACEHOLDERS = frozenset({"attribute", "key", "value", "subject", "fact", "name", "evidence", "status", "user"})
+PLACEHOLDERS = frozenset({"attribute", "key", "value", "subject", "fact", "evidence", "status", "user"})
 """Schema words a model copies instead of naming something: never an attribute."""
 
 _STOP = frozenset("""a an the and or but of to in on at for with from by as is are was were be been being am it its
@@ -90,7 +90,7 @@ def content(text: str) -> set[str]:
 def numbers(text: str) -> set[str]:
     """Every number in ``text``, as digits: ``"3 years"`` and ``"three years"`` both give ``{"3"}``."""
     found = {n.lstrip("0") or "0" for n in _NUMBER.findall(text)}
-    return found | {w for w in words(text) if w.isdigit()}
+    return found | {w.lstrip("0") or "0" for w in words(text) if w.isdigit()}
 
 
 def coverage(part: str, whole: str) -> float:
@@ -187,8 +187,9 @@ def fact_key(subject: str | None, attribute: str) -> str:
     return personal_key(attribute) if subject is None else subject_key(subject, normalize_key(attribute))
 
 
-def attribute_problem(attribute: str, value: str) -> str | None:
-    """Why an attribute cannot name a slot: empty, a schema word copied from the prompt, or holding its value."""
+def attribute_problem(attribute: str, value: str, text: str) -> str | None:
+    """Why an attribute cannot name a slot: empty, a schema word copied from the prompt, holding its value, or
+    naming a number the record does not have (``personal_best_5k_time`` for a turn about pets)."""
     a = normalize_key(attribute)
     if not a or "." in a:
         return f"attribute {attribute[:60]!r} is not a plain name"
@@ -197,10 +198,13 @@ def attribute_problem(attribute: str, value: str) -> str | None:
     v = normalize_key(value)
     if len(v) >= 3 and v in a:
         return f"attribute {a!r} contains its value"
+    missing = numbers(a.replace("_", " ")) - numbers(text)
+    if missing:
+        return f"ungrounded: attribute {a!r} names the number {sorted(missing)[0]}, which the record does not have"
     return None
 
 
 def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     """Every rule in order: the first reason ``c`` may not be written, or ``None``."""
-    return (attribute_problem(c.attribute, c.value) or value_problem(c.value, text, c.evidence)
+    return (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
             or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
