@@ -147,8 +147,10 @@ def collect_turns(events: Iterable[Mapping[str, Any]], *, skip_key: Callable[[st
             continue
         vid = e.get("vid") if e.get("vid") is not None else e.get("target")
         write = ((e["key"], vid, str(e.get("value") or "")),) if e.get("applied") and vid is not None else ()
-        if text in out:
-            out[text] = replace(out[text], writes=out[text].writes + write)
+        if text in out:  # the same text again: one more write, and who and when if the first did not say
+            t = out[text]
+            out[text] = replace(t, writes=t.writes + write, source=t.source or e.get("source"),
+                                observed_at=t.observed_at or e.get("observed_at"))
             continue
         out[text] = Turn(e["event_index"], text, e["key"] if write else None, vid if write else None,
                          e.get("source"), e.get("observed_at"), write)

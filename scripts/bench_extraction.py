@@ -181,24 +181,34 @@ def main() -> None:
     sample = conversation(args.data, sessions)
     llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
     with tempfile.TemporaryDirectory() as tmp:
+        wrong = issue_check(llm, Path(tmp))  # first: three model calls
+        print(f"issue-17 check: wrong cells written {len(wrong)} {wrong}  ->  {'PASS' if not wrong else 'FAIL'}")
+        calls = llm.model.calls
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
-        facts = written(records, rec)
-        for r, k, v in facts:
-            print(f"  {dia(r)} wrote {k} = {v!r}")
-        s = score(facts, gold)
-        print(f"\nextraction ({args.model}, conv-26 sessions {','.join(map(str, sessions))}, {len(records)} turns, "
-              f"{len(gold)} gold facts, {llm.model.calls} model calls)")
-        print(f"  written {s['written']}  precision {s['precision']}  recall {s['recall']:.2f}  "
-              f"ungrounded {len(s['ungrounded'])} {s['ungrounded']}  leaks {len(s['leaks'])} {s['leaks']}")
-        print(f"  s/turn {rec.seconds / len(records):.2f}  (baseline, template extractor: "
-              f"{base.seconds / len(records):.4f})")
-        wrong = issue_check(llm, Path(tmp))
-        print(f"issue-17 check: wrong cells written {len(wrong)} {wrong}  ->  {'PASS' if not wrong else 'FAIL'}")
+        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
             print(f"  {mode:18} {cat:10} {hit}/{n}  {tokens / n:.0f} tokens")
+
+
+def report(model: str, sessions: Sequence[int], records: list[Record], rec: Recording, base: Recording,
+           gold: list[dict[str, str]], calls: int) -> None:
+    facts = written(records, rec)
+    for r, k, v in facts:
+        print(f"  {dia(r)} wrote {k} = {v!r}")
+    for n, x in sorted(rec.got.items()):
+        for why in x.dropped:
+            print(f"  record {n} dropped {why}")
+    s = score(facts, gold)
+    precision = "n/a" if s["precision"] is None else f"{s['precision']:.2f}"
+    print(f"\nextraction ({model}, conv-26 sessions {','.join(map(str, sessions))}, {len(records)} turns, "
+          f"{len(gold)} gold facts, {calls} model calls)")
+    print(f"  written {s['written']}  precision {precision}  recall {s['recall']:.2f}  "
+          f"ungrounded {len(s['ungrounded'])} {s['ungrounded']}  leaks {len(s['leaks'])} {s['leaks']}")
+    print(f"  s/turn {rec.seconds / len(records):.2f}  (baseline, template extractor: "
+          f"{base.seconds / len(records):.4f})")
 
 
 if __name__ == "__main__":
