@@ -78,10 +78,14 @@ class Recording:
         return x
 
 
-def conversation(path: Path, sessions: Sequence[int]) -> dict[str, Any]:
+def conversation(path: Path, sessions: Sequence[int], turns: int | None = None) -> dict[str, Any]:
+    """Conversation 0 with only ``sessions`` (and of those, only the first ``turns`` turns)."""
     sample = json.loads(path.read_text())[0]
     conv = sample["conversation"]
     keep = {k: v for k, v in conv.items() if not (m := re.match(r"session_(\d+)", k)) or int(m[1]) in sessions}
+    left = turns if turns is not None else sum(len(v) for k, v in keep.items() if re.fullmatch(r"session_\d+", k))
+    for k in sorted((k for k in keep if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k.split("_")[1])):
+        keep[k], left = keep[k][:left], max(0, left - len(keep[k]))
     return {**sample, "conversation": keep}
 
 
@@ -144,9 +148,9 @@ def qa(store: pmem.Store, sample: dict[str, Any], records: list[Record], session
     """Per mode and category: (questions whose context holds the answer, questions, mean tokens)."""
     import numpy as np
 
-    ok = re.compile(rf"D({'|'.join(map(str, sessions))}):")
+    kept = {dia(r) for r in records}
     questions = [q for q in sample["qa"] if q["category"] in QA_CATEGORIES and q.get("evidence")
-                 and all(ok.match(e) for e in q["evidence"])]
+                 and all(e in kept for e in q["evidence"])]
     count = TokenCounter()
     raw = [render_turn(r.text or "", r.source, r.observed_at) for r in records]
     emb = store.embedder
@@ -173,12 +177,14 @@ def main() -> None:
     p.add_argument("--base", default=os.environ.get("PMEM_LLM_BASE", "http://127.0.0.1:8090/v1"))
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call (a busy CPU is slow)")
-    p.add_argument("--quick", action="store_true", help="session 1 only (about 10 model calls)")
+    p.add_argument("--quick", action="store_true", help="session 1 only (13 model calls)")
+    p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
     args = p.parse_args()
     sessions = (1,) if args.quick else (1, 2, 3)
+    sample = conversation(args.data, sessions, args.turns)
+    kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
     gold = [json.loads(line) for line in (DATA / "locomo_gold_conv0_s1-3.jsonl").read_text().splitlines()]
-    gold = [g for g in gold if int(g["dia_id"][1:].split(":")[0]) in sessions]
-    sample = conversation(args.data, sessions)
+    gold = [g for g in gold if g["dia_id"] in kept]
     llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
     with tempfile.TemporaryDirectory() as tmp:
         wrong = issue_check(llm, Path(tmp))  # first: three model calls
