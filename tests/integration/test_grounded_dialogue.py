@@ -47,9 +47,11 @@ class Replay:
 INVENTED = {"sample_id": "inv", "conversation": {
     "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
     "session_1": [
-        {"speaker": "Nora", "dia_id": "D1:1", "text": "I started a new job as a nurse at the city hospital last month."},
+        {"speaker": "Nora", "dia_id": "D1:1",
+         "text": "I started a new job as a nurse at the city hospital last month."},
         {"speaker": "Iker", "dia_id": "D1:2", "text": "Congrats on the new job!"},
-        {"speaker": "Iker", "dia_id": "D1:3", "text": "Thanks for asking! My cats are Miso and Tofu, I've had them for 2 years."},
+        {"speaker": "Iker", "dia_id": "D1:3",
+         "text": "Thanks for asking! My cats are Miso and Tofu, I've had them for 2 years."},
         {"speaker": "Nora", "dia_id": "D1:4", "text": "Sweet names! Do you have a favorite bird?"},
         {"speaker": "Iker", "dia_id": "D1:5", "text": "Herons have always fascinated me."},
     ]}}
@@ -101,7 +103,8 @@ def test_the_issue_slice_with_the_answers_that_wrote_six_wrong_cells_writes_none
         1: [answer(("Andrew", "personal_best_5k_time", "2023-04-15", "last week"),
                    ("I", "job", "Financial Analyst", "a new job as a Financial Analyst"))],
         4: [answer(("Audrey", "personal_best_5k_time", "3 years", "I've had them for 3 years!"),
-                   ("Audrey", "dog_names", "Pepper, Precious and Panda", "Their names are Pepper, Precious and Panda"))],
+                   ("Audrey", "dog_names", "Pepper, Precious and Panda",
+                    "Their names are Pepper, Precious and Panda"))],
         6: [answer(("Andrew", "personal_best_5k_time", "never", "Eagles have always mesmerized me"),
                    ("Andrew", "favorite_bird", "Eagles", "Eagles have always mesmerized me"))],
     }

@@ -76,7 +76,8 @@ def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accou
     }
     for r in receipts:
         if r["event_index"] is None:
-            assert r["op"] == "noop" and r["reason"] and r["speaker"] and r["source"].startswith(f"{r['speaker']} (mini:")
+            assert r["op"] == "noop" and r["reason"] and r["speaker"]
+            assert r["source"].startswith(f"{r['speaker']} (mini:")
     assert store.get("ann.home_city").value == "Braga" and store.get("bo.job").value == "teacher"
     event = store.log()[0]
     assert (event["source"], event["observed_at"], event["text"]) == (
@@ -131,10 +132,11 @@ def test_a_locomo_shaped_file_gives_one_record_per_turn_and_every_turn_a_receipt
              if re.fullmatch(r"session_\d+", k) for t in v]
     records = list(read_records(LOCOMO.read_bytes(), "locomo"))
     assert len(records) == len(turns) == 29
-    assert [r.source for r in records] == [f"{t['speaker']} ({sid}:{t['dia_id']})" for sid, t in turns]  # sessions by number
+    # sessions by number
+    assert [r.source for r in records] == [f"{t['speaker']} ({sid}:{t['dia_id']})" for sid, t in turns]
     assert all(r.observed_at and r.speaker for r in records)
-    assert (records[-3].source, records[-3].observed_at) == (f"{records[-3].speaker} (inv-2:D9:1)", "2022-07-27T10:37:00")
-    assert (records[-1].source, records[-1].observed_at) == (f"{records[-1].speaker} (inv-2:D10:2)", "2022-08-25T13:14:00")
+    assert (records[-3].source.split(" ")[-1], records[-3].observed_at) == ("(inv-2:D9:1)", "2022-07-27T10:37:00")
+    assert (records[-1].source.split(" ")[-1], records[-1].observed_at) == ("(inv-2:D10:2)", "2022-08-25T13:14:00")
     with pmem.open(tmp_path / "locomo.db") as store:
         receipts = list(Ingestor(store, make_extractor("template", fmt="locomo")).run(records))
         assert {r["record"] for r in receipts} == {r.number for r in records}

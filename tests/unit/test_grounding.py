@@ -6,8 +6,16 @@ import json
 
 import pytest
 
-from pmem.domain.extraction.grounding import (Candidate, Utterance, check, non_assertive, numbers, resolve_subject,
-                                              states_nothing, value_problem)
+from pmem.domain.extraction.grounding import (
+    Candidate,
+    Utterance,
+    check,
+    non_assertive,
+    numbers,
+    resolve_subject,
+    states_nothing,
+    value_problem,
+)
 from pmem.domain.extraction.llm_output import parse_grounded
 
 ANDREW = Utterance("Andrew", ("Audrey",), "2023-04-15T14:00:00")
@@ -111,8 +119,8 @@ def test_the_right_facts_of_those_turns_pass() -> None:
 
 
 def test_a_schema_word_copied_as_the_attribute_is_dropped() -> None:
-    assert check(Candidate("I", "attribute", "Financial Analyst"),
-                 "I started a new job as a Financial Analyst", ANDREW) == "attribute 'attribute' copies a word of the prompt"
+    why = check(Candidate("I", "attribute", "Financial Analyst"), "I started a new job as a Financial Analyst", ANDREW)
+    assert why == "attribute 'attribute' copies a word of the prompt"
 
 
 def test_parsing_keys_each_grounded_fact_by_its_subject_and_lists_every_dropped_one() -> None:
