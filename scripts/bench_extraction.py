@@ -55,9 +55,11 @@ DATA = ROOT / "scripts" / "data"
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo_conv0-4.json"
 LEAKS = ("personal_best", "5k", "27_12", "france", "capital", "attribute", "subject")
 """Example keys and values of every prompt version so far, and schema words: none may appear in a key."""
-WRONG_CELLS = [("andrew", "2023-04-15"), ("audrey", "Congrats on the new job!"), ("audrey", "3 years"),
-               ("andrew", "Cute little guys"), ("audrey", "parrot"), ("andrew", "never")]
-"""Issue 17's six wrong cells as (subject, value): none may be written, under any attribute."""
+WRONG_CELLS = [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job", "Congrats on the new job!"),
+               ("audrey.personal_best_5k_time", "3 years"), ("andrew.name", "Cute little guys"),
+               ("audrey.favorite_type_of_bird", "parrot"), ("andrew.personal_best_5k_time", "never")]
+"""Issue 17's six wrong cells: none may be written; the stricter count also takes the same person and value
+under any other key (``audrey.age = 3 years`` is as wrong: she has had her dogs for 3 years)."""
 QA_CATEGORIES = {4: "single-hop", 2: "temporal"}
 K = 12
 
@@ -129,14 +131,16 @@ def score(facts: list[tuple[Record, str, str]], gold: list[dict[str, str]]) -> d
             "recall": len(found) / len(gold), "ungrounded": ungrounded, "leaks": leaks}
 
 
-def issue_check(extractor: Any, tmp: Path) -> list[tuple[str, str]]:
+def issue_check(extractor: Any, tmp: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(the listed wrong cells written, the same person and value written under any key)."""
     sample = json.loads((DATA / "locomo_issue17_turns.json").read_text())
     _, records, rec = ingest(sample, extractor, tmp / "issue17.db")
     facts = written(records, rec)
     for _, k, v in facts:
         print(f"  issue-17 slice wrote {k} = {v!r}")
-    return [(k, v) for _, k, v in facts for s, bad in WRONG_CELLS
-            if k.split(".", 1)[0] == s and v.strip().lower() == bad.lower()]
+    same = [(k, v) for _, k, v in facts for bad_key, bad in WRONG_CELLS
+            if k.split(".", 1)[0] == bad_key.split(".", 1)[0] and v.strip().lower() == bad.lower()]
+    return [(k, v) for k, v in same if (k, v) in WRONG_CELLS], same
 
 
 def holds(context: str, answer: str) -> bool:
@@ -187,8 +191,9 @@ def main() -> None:
     gold = [g for g in gold if g["dia_id"] in kept]
     llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
     with tempfile.TemporaryDirectory() as tmp:
-        wrong = issue_check(llm, Path(tmp))  # first: three model calls
-        print(f"issue-17 check: wrong cells written {len(wrong)} {wrong}  ->  {'PASS' if not wrong else 'FAIL'}")
+        listed, same = issue_check(llm, Path(tmp))  # first: three model calls
+        print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "
+              f"{'PASS' if not listed else 'FAIL'}; same person and value under any key {len(same)} {same}")
         calls = llm.model.calls
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
