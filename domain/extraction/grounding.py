@@ -12,7 +12,8 @@ A language model proposes facts; these deterministic rules decide which of them 
   sentences gives no facts at all, so no model is asked;
 - **attribution**: in a dialogue, a fact about a speaker is taken only from that speaker's own turns: a
   fact whose subject is the listener is dropped; ``user``, ``I`` and the speaker's own name mean the
-  speaker; any other subject must be named in the text.
+  speaker, but not when the value comes only from words about the listener ("you ...", no "I"); any
+  other subject must be named in the text.
 
 Every rule answers with the reason a candidate is dropped (or ``None``), which goes on the receipt.
 Nothing here does I/O.
@@ -162,6 +163,18 @@ def speech_problem(value: str, text: str, evidence: str | None = None) -> str | 
     return None
 
 
+_SECOND_PERSON = re.compile(r"\b(you|you're|youre|you've|you'd|you'll|your|yours)\b", re.I)
+
+
+def addressed_problem(value: str, text: str, evidence: str | None = None) -> str | None:
+    """Why a speaker's fact comes from words about the listener ("So cool you found such a helpful group."):
+    every sentence it comes from says "you" and not "I"."""
+    homes = home_sentences(value, text, evidence)
+    if homes and all(_SECOND_PERSON.search(s) and not _FIRST_PERSON.search(s) for s in homes):
+        return "misattributed: the value comes from words about the listener, not the speaker"
+    return None
+
+
 def resolve_subject(subject: str, said: Utterance | None, text: str) -> tuple[str | None, str]:
     """(who the fact is about, or ``None`` for the user of a plain record; why not) -- the attribution rule."""
     s = " ".join(subject.strip().lower().split())
@@ -206,5 +219,8 @@ def attribute_problem(attribute: str, value: str, text: str) -> str | None:
 
 def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     """Every rule in order: the first reason ``c`` may not be written, or ``None``."""
-    return (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
-            or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
+    problem = (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
+               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
+    if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:
+        return addressed_problem(c.value, text, c.evidence)
+    return problem

@@ -139,3 +139,12 @@ def test_parsing_keys_each_grounded_fact_by_its_subject_and_lists_every_dropped_
 
 def test_numbers_are_compared_as_digits() -> None:
     assert numbers("25:50 and three") == {"25:50", "25", "50", "3"}
+
+
+def test_a_speakers_fact_from_words_about_the_listener_is_misattributed() -> None:
+    """Recorded from the local model on LoCoMo conv-26 D1:6 (Melanie to Caroline): ``melanie.helpful_group = found``."""
+    melanie = Utterance("Melanie", ("Caroline",))
+    text = "Wow, love that painting! So cool you found such a helpful group. What's it done for you?"
+    assert check(Candidate("Melanie", "helpful_group", "found"), text, melanie) == (
+        "misattributed: the value comes from words about the listener, not the speaker")
+    assert check(Candidate("I", "city", "Porto"), "You asked: I live in Porto now.", melanie) is None
