@@ -8,10 +8,12 @@ agent would receive.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
+from pmem.domain.extraction.grounding import value_problem
 from pmem.domain.state import ALTERNATIVE, OPEN
 from pmem.domain.views import CellView, VersionView
 
@@ -117,35 +119,89 @@ def asks_current(question: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """A raw observation as it arrived: its event index, its text, and the version it wrote (if any)."""
+    """A raw observation as it arrived: its event index, its text, the version it wrote (if any), who said
+    it and when, and every ``(cell, vid, value)`` written or supported with this text as evidence."""
 
     index: int
     text: str
     cell: str | None = None
     vid: int | None = None
+    source: str | None = None
+    observed_at: str | None = None
+    writes: tuple[tuple[str, int, str], ...] = ()
+
+    def wrote(self) -> tuple[tuple[str, int, str], ...]:
+        """Its writes; a turn built with only ``cell`` and ``vid`` wrote that version (value unknown)."""
+        if self.writes or self.cell is None or self.vid is None:
+            return self.writes
+        return ((self.cell, self.vid, ""),)
 
 
-def superseded_turns(turns: Sequence[Turn], supersedes: Mapping[tuple[str, int], int]) -> set[int]:
-    """Indices of turns whose version is displaced, along the supersession graph, by another turn's
-    version in the same list. ``supersedes`` maps ``(cell, vid)`` to the vid it displaced."""
-    written = {(t.cell, t.vid) for t in turns if t.cell is not None and t.vid is not None}
-    displaced: set[tuple[str, int]] = set()
-    for cell, vid in written:
-        seen: set[int] = set()
-        prev = supersedes.get((cell, vid))
-        while prev is not None and prev not in seen:  # walk back: every ancestor is displaced
-            seen.add(prev)
-            displaced.add((cell, prev))
-            prev = supersedes.get((cell, prev))
-    return {t.index for t in turns if t.cell is not None and t.vid is not None and (t.cell, t.vid) in displaced}
+def collect_turns(events: Iterable[Mapping[str, Any]], *, skip_key: Callable[[str], bool] = lambda _: False,
+                  min_trust: int | None = None) -> list[Turn]:
+    """Every event text once (first arrival), with all the versions written or supported under that text."""
+    out: dict[str, Turn] = {}
+    for e in events:
+        text = e.get("text")
+        if not text or skip_key(e["key"]) or (min_trust is not None and e.get("trust", 0) < min_trust):
+            continue
+        vid = e.get("vid") if e.get("vid") is not None else e.get("target")
+        write = ((e["key"], vid, str(e.get("value") or "")),) if e.get("applied") and vid is not None else ()
+        if text in out:  # the same text again: one more write, and who and when if the first did not say
+            t = out[text]
+            out[text] = replace(t, writes=t.writes + write, source=t.source or e.get("source"),
+                                observed_at=t.observed_at or e.get("observed_at"))
+            continue
+        out[text] = Turn(e["event_index"], text, e["key"] if write else None, vid if write else None,
+                         e.get("source"), e.get("observed_at"), write)
+    return list(out.values())
+
+
+def render_turn(text: str, source: str | None = None, observed_at: str | None = None) -> str:
+    """A turn as the reader sees it: ``[8 May 2023] Caroline (conv-26:D1:3): text`` (what is known of it)."""
+    when = ""
+    if observed_at:
+        try:
+            d = datetime.fromisoformat(observed_at)
+            when = f"[{d.day} {d.strftime('%B %Y')}] "
+        except ValueError:
+            when = f"[{observed_at}] "
+    return f"{when}{source}: {text}" if source else f"{when}{text}"
+
+
+def superseded_turns(turns: Sequence[Turn], supersedes: Mapping[tuple[str, int], int],
+                     current: Collection[tuple[str, int]] = ()) -> set[int]:
+    """Indices of turns every write of which is displaced, along the supersession graph, by a version that
+    another listed turn wrote and that its own text grounds; each pruned write must be grounded in its own
+    turn too, and a turn that holds a ``current`` ``(cell, vid)`` is never pruned (docs/reading.md).
+    ``supersedes`` maps ``(cell, vid)`` to the vid it displaced."""
+    displaced: dict[tuple[str, int], set[int]] = {}  # (cell, vid) -> the turns that displaced it
+    for t in turns:
+        for cell, vid, value in t.wrote():
+            if value and value_problem(value, t.text) is not None:
+                continue  # a fact the turn does not support cannot make another turn stale
+            seen: set[int] = set()
+            prev = supersedes.get((cell, vid))
+            while prev is not None and prev not in seen:  # walk back: every ancestor is displaced
+                seen.add(prev)
+                displaced.setdefault((cell, prev), set()).add(t.index)
+                prev = supersedes.get((cell, prev))
+
+    def stale(t: Turn) -> bool:
+        ws = t.wrote()
+        return bool(ws) and all(
+            (c, v) not in current and displaced.get((c, v), set()) - {t.index}
+            and (not val or value_problem(val, t.text) is None) for c, v, val in ws)
+
+    return {t.index for t in turns if stale(t)}
 
 
 def prune_turns(turns: Sequence[Turn], supersedes: Mapping[tuple[str, int], int],
-                question: str) -> tuple[list[Turn], list[Turn]]:
-    """(kept, pruned): the earlier of two supersession-linked turns is pruned, only behind the gate."""
+                question: str, current: Collection[tuple[str, int]] = ()) -> tuple[list[Turn], list[Turn]]:
+    """(kept, pruned): a turn displaced by another (see :func:`superseded_turns`) is pruned, only behind the gate."""
     if not asks_current(question):
         return list(turns), []
-    gone = superseded_turns(turns, supersedes)
+    gone = superseded_turns(turns, supersedes, current)
     return [t for t in turns if t.index not in gone], [t for t in turns if t.index in gone]
 
 

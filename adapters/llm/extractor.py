@@ -1,8 +1,10 @@
 """The LLM extractor and the LLM annotator (docs/ingest.md), both through :class:`pmem.adapters.llm.client.JsonModel`.
 
 The model only proposes; deterministic code decides what is kept. The extractor's answer is read by
-:func:`domain.extraction.llm_output.parse_facts`; an answer still unusable after the retries becomes an
-``Extraction`` with ``failed=True`` and the reason, which ingest records in the log as a ``noop`` event.
+:func:`domain.extraction.llm_output.parse_grounded`, which keeps only the facts the record itself
+supports, attributed to who said them (:mod:`domain.extraction.grounding`); an answer still unusable
+after the retries becomes an ``Extraction`` with ``failed=True`` and the reason, which ingest records in
+the log as a ``noop`` event.
 The annotator's op is checked against the cell with the same validation as the rule-based one
 (:func:`domain.extraction.annotate.validate`), a low-confidence fact may not supersede, and an unusable
 answer falls back to the rule-based choice, saying so in the reason.
@@ -15,23 +17,22 @@ from typing import Any
 from pmem.adapters.llm.client import JsonModel, LlmSettings
 from pmem.domain.extraction.annotate import LOW_CONFIDENCE, Annotation, CellSnapshot, annotate, validate
 from pmem.domain.extraction.facts import Extraction, Fact
+from pmem.domain.extraction.grounding import Utterance, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
-from pmem.domain.extraction.llm_output import FACTS_SCHEMA, find_json_object, parse_facts
+from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
 
-EXTRACT_PROMPT = """You extract durable facts from one record for an agent's memory.
-Answer with one JSON object {"facts": [{"key", "value", "status", "confidence", "node_type"}]} and nothing
-else.
-- key: a short snake_case name for the slot, independent of the value (personal_best_5k_time, never
-  personal_best_27_12); for a fact about something other than the user, prefix its subject
-  (france.capital).
-- value: the value as stated.
-- status: asserted (stated as true), hedged (uncertain: "I think", "maybe"), reported (someone else
-  says so) or withdrawn (the record retracts it).
-- confidence: 0 to 1.
-- node_type: what the fact is about: event (something that happened or is dated: a birth, a move, a
-  meeting), relationship (a tie between two parties: spouse, employer, author, owner) or persona (an
-  attribute or preference of one party).
-A record with no durable fact gives {"facts": []}."""
+EXTRACT_PROMPT = """You read one message and list the facts it states, for a long-term memory about people.
+Answer with one JSON object {"facts": [...]} and nothing else. Each fact has:
+- subject: who or what the fact is about: the speaker's name for what the speaker says about themselves
+  (I, my, me, we), otherwise the name of the person or thing as the message names it;
+- attribute: a short snake_case name for the kind of fact (the property), never the value itself;
+- value: the value, copied word for word from the message;
+- evidence: the exact words of the message that state the fact;
+- status: asserted (stated as true), hedged (I think, maybe), reported (someone else says so) or withdrawn
+  (the message takes it back).
+Questions, greetings, thanks, compliments and reactions state no facts. Say nothing about the listener:
+only the speaker's own facts and facts about people or things the message names. Do not guess: a value
+that is not in the message is wrong. With no fact, answer {"facts": []}."""
 
 ANNOTATE_PROMPT = """You choose how a new observation changes a memory cell.
 Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one of:
@@ -55,20 +56,33 @@ class LlmExtractor:
     def __init__(self, settings: LlmSettings) -> None:
         self.model = JsonModel(settings)
 
-    def extract(self, text: str, record: int) -> Extraction:
-        """The facts of one record, or (``failed``) why the model's answers could not be used."""
+    def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
+        """The grounded facts of one record, or (``failed``) why the model's answers could not be used.
+        A record of only questions, greetings and reactions is not sent to the model at all."""
         if not text.strip():
             return Extraction(record, text, reason="empty record")
+        nothing = states_nothing(text)
+        if nothing is not None:
+            return Extraction(record, text, reason=nothing)
 
         def parse(answer: str) -> tuple[Extraction | None, str]:
-            x = parse_facts(answer, record, text)
+            x = parse_grounded(answer, record, text, said)
             return (None, x.reason or "unusable") if x.failed else (x, "")
 
-        result = self.model.ask(EXTRACT_PROMPT, text, FACTS_SCHEMA, "facts", parse)
+        result = self.model.ask(EXTRACT_PROMPT, message(text, said), CLAIMS_SCHEMA, "facts", parse)
         if result.value is not None:
             extraction: Extraction = result.value
             return extraction
         return Extraction(record, text, reason=result.reason, failed=True)
+
+
+def message(text: str, said: Utterance | None) -> str:
+    """The model's input: the date, who speaks to whom, and the message itself."""
+    if said is None:
+        return f"Speaker: the user\nMessage: {text}"
+    to = f" (talking to {', '.join(said.listeners)})" if said.listeners else ""
+    when = f"Date: {said.when[:10]}\n" if said.when else ""
+    return f"{when}Speaker: {said.speaker}{to}\nMessage: {text}"
 
 
 def _cell_text(cell: CellSnapshot) -> str:

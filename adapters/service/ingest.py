@@ -34,6 +34,7 @@ from pmem.adapters.sources.record import Record
 from pmem.domain.errors import ExtractorNotConfigured, InvalidOperation
 from pmem.domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
 from pmem.domain.extraction.facts import Extraction, Fact, speaker_key
+from pmem.domain.extraction.grounding import Utterance
 from pmem.domain.extraction.template import DialogueTemplateExtractor, TemplateExtractor
 from pmem.domain.operations import Evidence, Operation, parse_operation, recorded_noop
 from pmem.domain.views import Receipt
@@ -61,7 +62,7 @@ Annotator = Callable[[Fact, CellSnapshot], Annotation]
 class Extractor(Protocol):
     name: str
 
-    def extract(self, text: str, record: int) -> Extraction: ...
+    def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction: ...
 
 
 def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines") -> Extractor:
@@ -142,7 +143,7 @@ class Ingestor:
         keys: set[str] = set()
         for chunk in _chunks(records, READ_CHUNK):
             started = time.perf_counter()
-            extracted = [(r, None if r.text is None else self.extractor.extract(r.text, r.number)) for r in chunk]
+            extracted = [(r, None if r.text is None else self._extract(r)) for r in chunk]
             self.timings["extraction"] += time.perf_counter() - started
             chunk_keys = {f.key for _, x in extracted if x is not None for f in x.facts}
             checked = set() if self.identity is None else {f.key for _, x in extracted if x is not None
@@ -180,6 +181,13 @@ class Ingestor:
                     pending.append((annotation, op, record, extra))
                     keys.add(fact.key)
         yield from self._flush(pending)
+
+    def _extract(self, r: Record) -> Extraction:
+        """The record's extraction; a dialogue turn also tells the extractor who said it, to whom and when."""
+        assert r.text is not None
+        if r.speaker is None:
+            return self.extractor.extract(r.text, r.number)
+        return self.extractor.extract(r.text, r.number, Utterance(r.speaker, r.listeners, r.observed_at))
 
     @staticmethod
     def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any] | str]:

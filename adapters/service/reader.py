@@ -4,8 +4,9 @@
   first with the chosen disclosures; an optional :class:`LookupPlanner` (an LLM) may then issue up to 3
   follow-up lookups of 6 further cells each (iterative readout).
 - ``turns`` mode: top-L raw observations (the evidence ``text`` of the log's events) by cosine to the
-  question; when two retrieved turns are linked by supersession in the cell graph, the earlier is
-  pruned, but only when the question asks for a current value (the gate).
+  question, each shown with its date, speaker and source; a turn is pruned when every fact it wrote is
+  superseded by a fact another retrieved turn grounds (:func:`pmem.projections.reading.superseded_turns`),
+  but only when the question asks for a current value (the gate).
 
 Either way the context is cut to a budget counted in tokens by a real tokenizer (the packaged
 all-MiniLM-L6-v2 WordPiece ``tokenizer.json``), and the result reports characters and tokens.
@@ -25,7 +26,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.extraction.key_identity import ALIAS_PREFIX, is_system_key
-from pmem.projections.reading import ReadResult, Turn, fit_budget, prune_turns, readable, render_cell
+from pmem.domain.state import OPEN
+from pmem.projections.reading import (
+    ReadResult,
+    Turn,
+    collect_turns,
+    fit_budget,
+    prune_turns,
+    readable,
+    render_cell,
+    render_turn,
+)
 
 if TYPE_CHECKING:
     from pmem.domain.views import CellView, History
@@ -210,9 +221,9 @@ class Reader:
                    min_trust: int | None = None) -> ReadResult:
         turns = self.turns(as_of=as_of, namespace=namespace, min_trust=min_trust)
         top = self.rank(question, turns, k)
-        supersedes = self._supersedes({t.cell for t in top if t.cell is not None}, as_of, namespace)
-        kept, pruned = prune_turns(top, supersedes, question)
-        blocks = fit_budget([t.text for t in kept], budget, self.count)
+        supersedes, current = self._supersedes({c for t in top for c, _, _ in t.wrote()}, as_of, namespace)
+        kept, pruned = prune_turns(top, supersedes, question, current)
+        blocks = fit_budget([render_turn(t.text, t.source, t.observed_at) for t in kept], budget, self.count)
         context = "\n".join(blocks)
         return ReadResult(question, "turns", context, self.count(context),
                           tuple(str(t.index) for t in kept[:len(blocks)]),
@@ -222,17 +233,8 @@ class Reader:
               min_trust: int | None = None) -> list[Turn]:
         """Every observation of the namespace that carries text, once per distinct text (first arrival),
         with the version it wrote (``vid``) or supported (``target``); below ``min_trust``, none."""
-        out: dict[str, Turn] = {}
-        for e in self.store.log(namespace=namespace, as_of=as_of):
-            text = e.get("text")
-            if not text or text in out or (not self.system and e["key"].startswith(ALIAS_PREFIX)):
-                continue
-            if min_trust is not None and e.get("trust", 0) < min_trust:
-                continue
-            vid = e.get("vid") if e.get("vid") is not None else e.get("target")
-            out[text] = Turn(e["event_index"], text, e["key"] if e.get("applied") else None,
-                             vid if e.get("applied") else None)
-        return list(out.values())
+        skip = (lambda key: False) if self.system else (lambda key: key.startswith(ALIAS_PREFIX))
+        return collect_turns(self.store.log(namespace=namespace, as_of=as_of), skip_key=skip, min_trust=min_trust)
 
     def rank(self, question: str, turns: Sequence[Turn], k: int) -> list[Turn]:
         """The ``k`` turns most similar to the question, best first."""
@@ -252,13 +254,18 @@ class Reader:
             self._embedder = self.store.embedder
         return self._embedder
 
-    def _supersedes(self, cells: set[str], as_of: int | None, namespace: str | None) -> dict[tuple[str, int], int]:
+    def _supersedes(self, cells: set[str], as_of: int | None,
+                    namespace: str | None) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+        """``(cell, vid) -> the vid it displaced``, and the ``(cell, vid)`` of every open version (current)."""
         out: dict[tuple[str, int], int] = {}
+        current: set[tuple[str, int]] = set()
         for key in cells:
             for v in self.store.history(key, as_of=as_of, namespace=namespace).versions:
                 if v.supersedes is not None:
                     out[(key, v.vid)] = v.supersedes
-        return out
+                if v.status in OPEN:
+                    current.add((key, v.vid))
+        return out, current
 
 
 def _gate(question: str) -> bool:

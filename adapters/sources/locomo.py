@@ -7,7 +7,9 @@ with turns ``{"speaker", "dia_id", "text"}``. What a conversation becomes:
 - every dialogue turn is one record, in order: samples as given, sessions by number, turns as listed;
   records are numbered 1, 2, ... across the whole file;
 - the turn's ``text`` is the observation, its ``speaker`` says whose it is (a first-person fact is about
-  the speaker: ingest puts it under ``<speaker>.<key>``), ``<sample_id>:<dia_id>`` is its source, and its
+  the speaker: ingest puts it under ``<speaker>.<key>``), the other of ``speaker_a``/``speaker_b`` is its
+  listener (a fact about the listener is not taken from this turn), ``<speaker> (<sample_id>:<dia_id>)`` is its
+  source (who said it, and where: turn-mode reading shows it), and its
   session's date and time is its ``observed_at`` (ISO-8601, no time zone, as LoCoMo gives none);
 - image turns keep only what was said: ``blip_caption`` is a captioning model's guess, not the speaker's
   words; ``qa``, ``event_summary``, ``observation`` and ``session_summary`` are gold annotations, not input.
@@ -52,6 +54,7 @@ def locomo_records(data: bytes) -> list[Record]:
         sessions = sorted((int(m[1]), key) for key in conversation if (m := _SESSION.fullmatch(key)))
         if not sessions:
             raise _bad(f"{where}: the conversation has no session_<n> lists")
+        pair = [conversation.get(f"speaker_{s}") for s in "ab"]
         for _, session in sessions:
             observed_at = _session_time(conversation, session, where)
             turns = conversation[session]
@@ -59,8 +62,9 @@ def locomo_records(data: bytes) -> list[Record]:
                 raise _bad(f"{where} {session}: expected a list of turns, got {type(turns).__name__}")
             for t, turn in enumerate(turns, 1):
                 speaker, dia_id, text = _turn(turn, f"{where} {session} turn {t}")
-                records.append(Record(len(records) + 1, text, f"{sample_id}:{dia_id}", observed_at=observed_at,
-                                      speaker=speaker))
+                listeners = tuple(p.strip() for p in pair if isinstance(p, str) and p.strip() not in ("", speaker))
+                records.append(Record(len(records) + 1, text, f"{speaker} ({sample_id}:{dia_id})",
+                                      observed_at=observed_at, speaker=speaker, listeners=listeners))
     return records
 
 

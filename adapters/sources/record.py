@@ -20,3 +20,4 @@ class Record:
     node_type: Any = None  # replaces the extractor's node types; checked like any operation field
     problem: str | None = None  # why the record could not even be read
     speaker: str | None = None  # who said it, in a dialogue (LoCoMo): first-person keys become theirs
+    listeners: tuple[str, ...] = ()  # who it was said to, in a dialogue: facts about them are not theirs to give

@@ -17,9 +17,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pmem.domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
+from pmem.domain.extraction.grounding import Candidate, Utterance, check, fact_key, resolve_subject
 from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import NODE_TYPES, node_type_problem
 
@@ -166,5 +168,80 @@ def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extra
         (facts.append(got) if isinstance(got, Fact) else dropped.append(f"fact {n} ({_what(item)}): {got}"))
     if not facts:
         reason = "the model found no facts" if not dropped else f"every fact was invalid: {dropped[0]}"
+        return Extraction(record, text, reason=reason, dropped=tuple(dropped))
+    return Extraction(record, text, facts=tuple(facts), dropped=tuple(dropped))
+
+
+CLAIMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "facts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "subject": {"type": "string"},
+                    "attribute": {"type": "string"},
+                    "value": {"type": "string"},
+                    "evidence": {"type": "string"},
+                    "status": {"type": "string", "enum": list(STATUSES)},
+                },
+                "required": ["subject", "attribute", "value", "evidence"],  # status: asserted unless given
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["facts"],
+    "additionalProperties": False,
+}
+"""The schema of the grounded extractor: who, what, the value, and the words of the record that say so."""
+
+
+def _candidate(item: dict[str, Any]) -> Candidate:
+    """The item as a candidate; an item in the older ``key`` form names its subject in the key, if at all."""
+    if isinstance(item.get("attribute"), str) and item["attribute"].strip():
+        subject = item.get("subject")
+        return Candidate(subject if isinstance(subject, str) else "user", item["attribute"], item["value"],
+                         item.get("evidence") if isinstance(item.get("evidence"), str) else None)
+    subject, _, attribute = item["key"].rpartition(".")
+    return Candidate(subject or "user", attribute, item["value"], None)
+
+
+def grounded_fact(item: Any, record: int, text: str, said: Utterance | None, form: str) -> Fact | str:
+    """One fact whose value the record supports, attributed by the rules of :mod:`.grounding`, or why not."""
+    if isinstance(item, dict) and "key" not in item and isinstance(item.get("attribute"), str):
+        item = {**item, "key": item["attribute"]}
+    fact = to_fact(item, record, text, form)
+    if isinstance(fact, str):
+        return fact
+    c = _candidate(item)
+    why = check(c, text, said)
+    if why is not None:
+        return why
+    subject, _ = resolve_subject(c.subject, said, text)
+    key = fact_key(subject, c.attribute)
+    return replace(fact, key=key) if key else f"no key from subject {c.subject!r} and attribute {c.attribute!r}"
+
+
+def parse_grounded(output: str, record: int, text: str, said: Utterance | None = None,
+                   form: str = "llm") -> Extraction:
+    """Facts from a model's answer that pass grounding and attribution; every other candidate on ``dropped``."""
+    obj, why = find_json_object(output, "facts")
+    if obj is None:
+        return Extraction(record, text, reason=why, failed=True)
+    items = obj["facts"]
+    if not isinstance(items, list):
+        return Extraction(record, text, reason="'facts' is not a list", failed=True)
+    facts: list[Fact] = []
+    dropped: list[str] = []
+    for n, item in enumerate(items, 1):
+        got = grounded_fact(item, record, text, said, form)
+        if isinstance(got, Fact):
+            facts.append(got)
+        else:
+            what = _what(item) if not isinstance(item, dict) or "key" in item else f"key {item.get('attribute')!r}"[:70]
+            dropped.append(f"fact {n} ({what}): {got}")
+    if not facts:
+        reason = "the model found no facts" if not dropped else f"every fact was dropped: {dropped[0]}"
         return Extraction(record, text, reason=reason, dropped=tuple(dropped))
     return Extraction(record, text, facts=tuple(facts), dropped=tuple(dropped))

@@ -30,6 +30,7 @@ import re
 
 from pmem.domain.extraction.cloze import match_cloze
 from pmem.domain.extraction.facts import CONFIDENCE, Extraction, Fact, OpHint, Status, personal_key, subject_key
+from pmem.domain.extraction.grounding import Utterance
 from pmem.domain.node_types import default_node_type
 
 _SERIAL = re.compile(r"(\d+)\.\s+(.*)", re.S)
@@ -56,7 +57,7 @@ class TemplateExtractor:
 
     name = "template"
 
-    def extract(self, text: str, record: int) -> Extraction:
+    def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The facts of one record (1-based ``record`` number), or the reason there are none."""
         body = text.strip()
         if not body:
@@ -123,7 +124,7 @@ class DialogueTemplateExtractor:
     def __init__(self) -> None:
         self._forms = TemplateExtractor()
 
-    def extract(self, text: str, record: int) -> Extraction:
+    def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The statements of one turn, or the reason there are none."""
         if not text.strip():
             return Extraction(record, text, reason="empty record")

@@ -55,8 +55,13 @@ MALFORMED: list[list[str]] = [
 ]
 
 
+TEXTS = ["My home city is Porto.", "My 5K PB is 25:50.", "I think my 5K PB is 24:59 now.", "My car is a Volvo.",
+         "A long blob.", r"My folder is C:\docs.", "My dog is Rex.", "Rate limited.", "Nothing to note.",
+         "My PB is 27:12."]  # each record says what its scripted answer proposes (grounding keeps only that)
+
+
 def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Store) -> None:
-    records = [Record(i, f"record {i}") for i in range(1, len(MALFORMED) + 1)]
+    records = [Record(i, t) for i, t in enumerate(TEXTS, 1)]
     receipts = list(Ingestor(store, PerRecord(MALFORMED)).run(records))
     assert {r["record"] for r in receipts} == set(range(1, len(MALFORMED) + 1))  # every record answered
     for r in receipts:

@@ -14,7 +14,7 @@ import pytest
 import pmem
 from pmem.adapters.llm.client import LlmSettings
 from pmem.adapters.llm.extractor import LlmExtractor
-from pmem.adapters.service.ingest import Ingestor, make_extractor
+from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor, make_extractor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.errors import InvalidOperation
 from tests.conftest import ROOT
@@ -53,12 +53,12 @@ def mini_bytes() -> bytes:
 def test_each_turn_becomes_a_record_in_session_order_with_speaker_source_and_session_time() -> None:
     records = list(read_records(mini_bytes(), "locomo"))
     assert [(r.number, r.source, r.speaker, r.observed_at) for r in records] == [
-        (1, "mini:D1:1", "Ann", "2023-05-08T13:56:00"),
-        (2, "mini:D1:2", "Bo", "2023-05-08T13:56:00"),
-        (3, "mini:D1:3", "Bo", "2023-05-08T13:56:00"),
-        (4, "mini:D1:4", "Ann", "2023-05-08T13:56:00"),
-        (5, "mini:D2:1", "Ann", "2023-06-02T09:05:00"),
-        (6, "mini:D2:2", "Bo", "2023-06-02T09:05:00"),
+        (1, "Ann (mini:D1:1)", "Ann", "2023-05-08T13:56:00"),
+        (2, "Bo (mini:D1:2)", "Bo", "2023-05-08T13:56:00"),
+        (3, "Bo (mini:D1:3)", "Bo", "2023-05-08T13:56:00"),
+        (4, "Ann (mini:D1:4)", "Ann", "2023-05-08T13:56:00"),
+        (5, "Ann (mini:D2:1)", "Ann", "2023-06-02T09:05:00"),
+        (6, "Bo (mini:D2:2)", "Bo", "2023-06-02T09:05:00"),
     ]
     assert records[5].text == "Look at this!"  # the image caption is not what Bo said
 
@@ -70,17 +70,18 @@ def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accou
     assert {r["record"] for r in receipts} == {1, 2, 3, 4, 5, 6}
     written = {r["record"]: r for r in receipts if r["event_index"] is not None}
     assert {n: (r["key"], r["op"], r["speaker"], r["source"]) for n, r in written.items()} == {
-        1: ("ann.home_city", "accept", "Ann", "mini:D1:1"),
-        3: ("bo.job", "accept", "Bo", "mini:D1:3"),
-        5: ("ann.home_city", "reject", "Ann", "mini:D2:1"),  # "Actually, ..." is a correction cue
+        1: ("ann.home_city", "accept", "Ann", "Ann (mini:D1:1)"),
+        3: ("bo.job", "accept", "Bo", "Bo (mini:D1:3)"),
+        5: ("ann.home_city", "reject", "Ann", "Ann (mini:D2:1)"),  # "Actually, ..." is a correction cue
     }
     for r in receipts:
         if r["event_index"] is None:
-            assert r["op"] == "noop" and r["reason"] and r["speaker"] and r["source"].startswith("mini:")
+            assert r["op"] == "noop" and r["reason"] and r["speaker"]
+            assert r["source"].startswith(f"{r['speaker']} (mini:")
     assert store.get("ann.home_city").value == "Braga" and store.get("bo.job").value == "teacher"
     event = store.log()[0]
     assert (event["source"], event["observed_at"], event["text"]) == (
-        "mini:D1:1", "2023-05-08T13:56:00", MINI[0]["conversation"]["session_1"][0]["text"])
+        "Ann (mini:D1:1)", "2023-05-08T13:56:00", MINI[0]["conversation"]["session_1"][0]["text"])
 
 
 def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_speakers(store: pmem.Store) -> None:
@@ -89,7 +90,9 @@ def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_spe
     extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=[answer]))
     (first, *_) = read_records(mini_bytes(), "locomo")
     receipts = list(Ingestor(store, extractor).run([first]))
-    assert [(r["key"], r["op"]) for r in receipts] == [("ann.home_city", "accept"), ("porto.country", "accept")]
+    assert [(r["key"], r["op"]) for r in receipts] == [(FAILURE_KEY, "noop"), ("ann.home_city", "accept")]
+    assert receipts[0]["reason"] == ("dropped fact 2 (key 'porto.country'): ungrounded: the value's words are not in "
+                                     "the record")  # nobody said Portugal
 
 
 BAD: list[tuple[bytes, str]] = [
@@ -129,10 +132,11 @@ def test_a_locomo_shaped_file_gives_one_record_per_turn_and_every_turn_a_receipt
              if re.fullmatch(r"session_\d+", k) for t in v]
     records = list(read_records(LOCOMO.read_bytes(), "locomo"))
     assert len(records) == len(turns) == 29
-    assert [r.source for r in records] == [f"{sid}:{t['dia_id']}" for sid, t in turns]  # sessions by number
+    # sessions by number
+    assert [r.source for r in records] == [f"{t['speaker']} ({sid}:{t['dia_id']})" for sid, t in turns]
     assert all(r.observed_at and r.speaker for r in records)
-    assert (records[-3].source, records[-3].observed_at) == ("inv-2:D9:1", "2022-07-27T10:37:00")
-    assert (records[-1].source, records[-1].observed_at) == ("inv-2:D10:2", "2022-08-25T13:14:00")
+    assert (records[-3].source.split(" ")[-1], records[-3].observed_at) == ("(inv-2:D9:1)", "2022-07-27T10:37:00")
+    assert (records[-1].source.split(" ")[-1], records[-1].observed_at) == ("(inv-2:D10:2)", "2022-08-25T13:14:00")
     with pmem.open(tmp_path / "locomo.db") as store:
         receipts = list(Ingestor(store, make_extractor("template", fmt="locomo")).run(records))
         assert {r["record"] for r in receipts} == {r.number for r in records}

@@ -11,6 +11,7 @@ from pmem.projections.reading import (
     prune_turns,
     readable,
     render_cell,
+    render_turn,
     superseded_turns,
     tail_that_fits,
 )
@@ -143,3 +144,47 @@ def test_a_read_result_reports_characters_and_tokens() -> None:
     r = ReadResult("q?", "cells", "a = 1\nb = 2", 8, ("a", "b"))
     assert r.chars == 11
     assert r.to_dict()["tokens"] == 8 and r.to_dict()["items"] == ["a", "b"]
+
+
+# -- issue 17: a wrong fact cannot prune the turn that answers ------------------------------------------------
+JOB = Turn(1, "I started a new job as a Financial Analyst last week", source="Andrew (x:D1:1)",
+           observed_at="2023-04-15T14:00:00", writes=(("andrew.personal_best_5k_time", 0, "2023-04-15"),))
+EAGLES = Turn(6, "Eagles have always mesmerized me", source="Andrew (x:D1:6)",
+              writes=(("andrew.personal_best_5k_time", 1, "never"),))
+WRONG = {("andrew.personal_best_5k_time", 1): 0}
+
+
+def test_a_turn_is_not_pruned_by_a_fact_its_superseder_does_not_ground() -> None:
+    kept, pruned = prune_turns([EAGLES, JOB], WRONG, "What is Andrew's new job?")
+    assert (kept, pruned) == ([EAGLES, JOB], [])  # the wrong cells are superseded, the job turn stays
+
+
+def test_a_turn_is_not_pruned_when_the_fact_it_wrote_is_not_grounded_in_it() -> None:
+    job = Turn(1, JOB.text, writes=(("andrew.job", 0, "Analyst at a bank"),))
+    later = Turn(2, "My job is now chef.", writes=(("andrew.job", 1, "chef"),))
+    assert superseded_turns([job, later], {("andrew.job", 1): 0}) == set()
+
+
+def test_a_grounded_supersession_prunes_the_earlier_turn() -> None:
+    porto = Turn(1, "My home city is now Porto.", writes=(("ann.home_city", 0, "Porto"),))
+    braga = Turn(2, "My home city is now Braga.", writes=(("ann.home_city", 1, "Braga"),))
+    kept, pruned = prune_turns([braga, porto], {("ann.home_city", 1): 0}, "What is Ann's home city now?")
+    assert (kept, pruned) == ([braga], [porto])
+
+
+def test_a_turn_that_still_supports_a_current_value_is_never_pruned() -> None:
+    both = Turn(1, "My home city is Porto and my job is baker.",
+                writes=(("ann.home_city", 0, "Porto"), ("ann.job", 0, "baker")))
+    braga = Turn(2, "My home city is now Braga.", writes=(("ann.home_city", 1, "Braga"),))
+    supersedes = {("ann.home_city", 1): 0}
+    assert superseded_turns([both, braga], supersedes) == set()  # its job is not superseded
+    only = Turn(1, "My home city is Porto.", writes=(("ann.home_city", 0, "Porto"),))
+    assert superseded_turns([only, braga], supersedes, current={("ann.home_city", 0)}) == set()  # still open
+    assert superseded_turns([only, braga], supersedes) == {1}
+
+
+def test_a_turn_is_rendered_with_its_date_and_who_said_it() -> None:
+    assert render_turn(JOB.text, JOB.source, JOB.observed_at) == (
+        "[15 April 2023] Andrew (x:D1:1): I started a new job as a Financial Analyst last week")
+    assert render_turn("hello") == "hello"
+    assert render_turn("hello", None, "yesterday") == "[yesterday] hello"

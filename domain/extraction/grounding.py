@@ -1,0 +1,226 @@
+"""Grounding and attribution (docs/ingest.md#grounding): a proposed fact is kept only if the record says it.
+
+A language model proposes facts; these deterministic rules decide which of them may be written:
+
+- **grounded value**: the value's content words (folded, lower-cased, stop words and plural ``s`` aside)
+  appear in the record's text, at least :data:`MIN_COVERAGE` of them, and every number in the value
+  (digits, or a number word up to twenty) appears in the text;
+- **evidence span**: when the model quotes one, it must be in the text (the same coverage rule), and the
+  value must share words with it;
+- **a statement, not a question**: the sentences the value comes from must not all be questions,
+  greetings or reactions ("Congrats on the new job!", "Cute little guys!"); a record made only of such
+  sentences gives no facts at all, so no model is asked;
+- **attribution**: in a dialogue, a fact about a speaker is taken only from that speaker's own turns: a
+  fact whose subject is the listener is dropped; ``user``, ``I`` and the speaker's own name mean the
+  speaker, but not when the value comes only from words about the listener ("you ...", no "I"); any
+  other subject must be named in the text.
+
+Every rule answers with the reason a candidate is dropped (or ``None``), which goes on the receipt.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pmem.domain.extraction.facts import ascii_fold, personal_key, subject_key, subject_slug
+from pmem.domain.keys import normalize_key
+
+MIN_COVERAGE = 0.75
+"""The share of a value's (or evidence span's) content words that must appear in the record."""
+
+SELF = frozenset({"user", "i", "me", "my", "myself", "speaker", "the speaker", "the user"})
+LISTENER = frozenset({"you", "your", "listener", "the listener", "other speaker"})
+PLACEHOLDERS = frozenset({"attribute", "key", "value", "subject", "fact", "evidence", "status", "user"})
+"""Schema words a model copies instead of naming something: never an attribute."""
+
+_STOP = frozenset("""a an the and or but of to in on at for with from by as is are was were be been being am it its
+this that these those there here i me my mine we us our you your he him his she her they them their so very
+really just too also has have had do does did not no yes will would can could should about into over than then
+up out some any all one's im i'm ive i've it's that's what's""".split())
+_NUMBER_WORDS = {w: str(n) for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\s+[-–—]\s+|\n+")
+_GREETING = re.compile(r"^(hi|hey|hello|good (morning|afternoon|evening|night)|bye|goodbye|see (you|ya)|"
+                       r"talk (to you )?(soon|later)|take care|thanks?|thank you|congrats|congratulations|"
+                       r"wow|omg|aw+|yay|cool|nice|great|awesome|amazing|sounds|lol|haha|yes|yeah|yep|no|"
+                       r"absolutely|totally|sure|of course|good luck|welcome|"
+                       r"you|you're|youre|your|that's|thats|that sounds|that is|what a|how)\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|us)\b", re.I)
+_REACTION_WORDS = 6  # an exclamation this short, with no first person, is a reaction ("Cute little guys!")
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """Who said a dialogue record, to whom, and when (the session's date): the extractor's context."""
+
+    speaker: str
+    listeners: tuple[str, ...] = ()
+    when: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fact as the model proposes it, before any rule has looked at it."""
+
+    subject: str
+    attribute: str
+    value: str
+    evidence: str | None = None
+
+
+def words(text: str) -> list[str]:
+    """Folded, lower-case words with number words as digits and a plural ``s`` dropped (``dogs`` -> ``dog``)."""
+    out = []
+    for w in _WORD.findall(ascii_fold(text).lower().replace("’", "'")):
+        w = w.removesuffix("'s")
+        w = _NUMBER_WORDS.get(w, w)
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def content(text: str) -> set[str]:
+    """The words of ``text`` that carry meaning (no stop words)."""
+    return {w for w in words(text) if w not in _STOP}
+
+
+def numbers(text: str) -> set[str]:
+    """Every number in ``text``, as digits: ``"3 years"`` and ``"three years"`` both give ``{"3"}``."""
+    found = {n.lstrip("0") or "0" for n in _NUMBER.findall(text)}
+    return found | {w.lstrip("0") or "0" for w in words(text) if w.isdigit()}
+
+
+def coverage(part: str, whole: str) -> float:
+    """The share of ``part``'s content words that ``whole`` has (1.0 for a part with none)."""
+    mine = content(part)
+    return 1.0 if not mine else len(mine & content(whole)) / len(mine)
+
+
+def sentences(text: str) -> list[str]:
+    """The record cut into sentences (and dash-separated clauses)."""
+    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+
+
+def non_assertive(sentence: str) -> str | None:
+    """Why a sentence states nothing durable (a question, a greeting, a reaction), or ``None``."""
+    s = sentence.strip()
+    if s.endswith("?"):
+        return "a question"
+    n = len(words(s))
+    if _GREETING.match(s) and (n <= _REACTION_WORDS or not _FIRST_PERSON.search(s)):
+        return "a greeting or reaction"
+    if s.endswith("!") and n <= _REACTION_WORDS and not _FIRST_PERSON.search(s):
+        return "a reaction"
+    return None
+
+
+def states_nothing(text: str) -> str | None:
+    """Why no sentence of the record can hold a fact (all questions, greetings or reactions), or ``None``."""
+    parts = sentences(text)
+    if not parts:
+        return "empty record"
+    reasons = [non_assertive(s) for s in parts]
+    if all(reasons):
+        return f"no statement in the record (only {', '.join(sorted(set(r for r in reasons if r)))})"
+    return None
+
+
+def value_problem(value: str, text: str, evidence: str | None = None) -> str | None:
+    """Why ``value`` is not supported by ``text`` (and the model's ``evidence`` span, if given), or ``None``."""
+    missing = numbers(value) - numbers(text)
+    if missing:
+        return f"ungrounded: number {sorted(missing)[0]} of the value is not in the record"
+    if not content(value):
+        return "ungrounded: the value has no content words"
+    if coverage(value, text) < MIN_COVERAGE:
+        return "ungrounded: the value's words are not in the record"
+    if evidence and evidence.strip():
+        if coverage(evidence, text) < MIN_COVERAGE:
+            return "ungrounded: the quoted evidence is not in the record"
+        if coverage(value, evidence) == 0 and coverage(value, text) < 1:
+            return "ungrounded: the value is not in its quoted evidence"
+    return None
+
+
+def home_sentences(value: str, text: str, evidence: str | None = None) -> list[str]:
+    """The sentences a value comes from: those that share the most content words with it (or its evidence)."""
+    probe = content(value) | (content(evidence) if evidence else set())
+    scored = [(len(probe & content(s)), s) for s in sentences(text)]
+    best = max((n for n, _ in scored), default=0)
+    return [s for n, s in scored if n == best and n > 0]
+
+
+def speech_problem(value: str, text: str, evidence: str | None = None) -> str | None:
+    """Why the value comes only from questions, greetings or reactions, or ``None``."""
+    homes = home_sentences(value, text, evidence)
+    reasons = [non_assertive(s) for s in homes]
+    if homes and all(reasons):
+        return f"not a statement: the value comes from {reasons[0]}"
+    return None
+
+
+_SECOND_PERSON = re.compile(r"\b(you|you're|youre|you've|you'd|you'll|your|yours)\b", re.I)
+
+
+def addressed_problem(value: str, text: str, evidence: str | None = None) -> str | None:
+    """Why a speaker's fact comes from words about the listener ("So cool you found such a helpful group."):
+    every sentence it comes from says "you" and not "I"."""
+    homes = home_sentences(value, text, evidence)
+    if homes and all(_SECOND_PERSON.search(s) and not _FIRST_PERSON.search(s) for s in homes):
+        return "misattributed: the value comes from words about the listener, not the speaker"
+    return None
+
+
+def resolve_subject(subject: str, said: Utterance | None, text: str) -> tuple[str | None, str]:
+    """(who the fact is about, or ``None`` for the user of a plain record; why not) -- the attribution rule."""
+    s = " ".join(subject.strip().lower().split())
+    if said is not None:
+        names = {said.speaker.lower(), said.speaker.lower().split()[0]} if said.speaker.strip() else set()
+        if s in SELF or s in names or subject_slug(subject) == subject_slug(said.speaker):
+            return said.speaker, ""
+        heard = {n.lower() for n in said.listeners} | {subject_slug(n) for n in said.listeners}
+        if s in LISTENER or s in heard or subject_slug(subject) in heard:
+            return None, (f"misattributed: the fact is about the listener {subject!r}, not said by them "
+                          f"(said by {said.speaker})")
+    elif s in SELF:
+        return None, ""
+    if not subject_slug(subject):
+        return None, f"no subject in {subject!r}"
+    if coverage(subject, text) < 1:
+        return None, f"misattributed: the subject {subject!r} is not named in the record"
+    return subject, ""
+
+
+def fact_key(subject: str | None, attribute: str) -> str:
+    """``<subject>.<attribute>``, or the user's own key when there is no subject (docs/ingest.md)."""
+    return personal_key(attribute) if subject is None else subject_key(subject, normalize_key(attribute))
+
+
+def attribute_problem(attribute: str, value: str, text: str) -> str | None:
+    """Why an attribute cannot name a slot: empty, a schema word copied from the prompt, holding its value, or
+    naming a number the record does not have (``personal_best_5k_time`` for a turn about pets)."""
+    a = normalize_key(attribute)
+    if not a or "." in a:
+        return f"attribute {attribute[:60]!r} is not a plain name"
+    if a in PLACEHOLDERS:
+        return f"attribute {a!r} copies a word of the prompt"
+    v = normalize_key(value)
+    if len(v) >= 3 and v in a:
+        return f"attribute {a!r} contains its value"
+    missing = numbers(a.replace("_", " ")) - numbers(text)
+    if missing:
+        return f"ungrounded: attribute {a!r} names the number {sorted(missing)[0]}, which the record does not have"
+    return None
+
+
+def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
+    """Every rule in order: the first reason ``c`` may not be written, or ``None``."""
+    problem = (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
+               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
+    if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:
+        return addressed_problem(c.value, text, c.evidence)
+    return problem

@@ -1,0 +1,125 @@
+"""Grounding and attribution through the real litellm (``mock_response``), on conversations of LoCoMo's shape.
+
+The answers replayed are the kinds a small model gives (issue 17): a leaked example key, a value nobody
+said, a fact about the listener, a question read as a fact, next to the right facts. Only the right ones
+may be written; every other candidate is on a receipt (and in the log) with its reason; a turn of only
+questions, greetings and reactions is not sent to the model at all. Then turn-mode reading of the same
+store: the turn that answers is there, with its speaker and date.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pmem
+from pmem.adapters.llm.client import LlmSettings
+from pmem.adapters.llm.extractor import LlmExtractor
+from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor
+from pmem.adapters.sources.records import read_records
+from pmem.domain.extraction.facts import Extraction
+from pmem.domain.extraction.grounding import Utterance
+
+ISSUE_SLICE = Path(__file__).resolve().parents[2] / "scripts" / "data" / "locomo_issue17_turns.json"
+
+
+def answer(*facts: tuple[str, str, str, str]) -> str:
+    return json.dumps({"facts": [{"subject": s, "attribute": a, "value": v, "evidence": e} for s, a, v, e in facts]})
+
+
+class Replay:
+    """One scripted LlmExtractor per record number; a record missing from the script must not reach a model."""
+
+    name = "llm"
+
+    def __init__(self, answers: dict[int, Sequence[str]]) -> None:
+        never = LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=["not asked"], attempts=1)
+        self.extractors = {n: LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=a))
+                           for n, a in answers.items()}
+        self.never = LlmExtractor(never)
+
+    def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
+        return self.extractors.get(record, self.never).extract(text, record, said)
+
+
+INVENTED = {"sample_id": "inv", "conversation": {
+    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
+    "session_1": [
+        {"speaker": "Nora", "dia_id": "D1:1",
+         "text": "I started a new job as a nurse at the city hospital last month."},
+        {"speaker": "Iker", "dia_id": "D1:2", "text": "Congrats on the new job!"},
+        {"speaker": "Iker", "dia_id": "D1:3",
+         "text": "Thanks for asking! My cats are Miso and Tofu, I've had them for 2 years."},
+        {"speaker": "Nora", "dia_id": "D1:4", "text": "Sweet names! Do you have a favorite bird?"},
+        {"speaker": "Iker", "dia_id": "D1:5", "text": "Herons have always fascinated me."},
+    ]}}
+"""A conversation the project wrote itself, in LoCoMo's shape (not LoCoMo text)."""
+
+RECORDED = {
+    1: [answer(("Nora", "personal_best_5k_time", "2024-02-01", "last month"),
+               ("I", "job", "nurse at the city hospital", "a new job as a nurse at the city hospital"))],
+    3: [answer(("Iker", "cat_names", "Miso and Tofu", "My cats are Miso and Tofu"),
+               ("Nora", "cats", "Miso and Tofu", "My cats are Miso and Tofu"),
+               ("Iker", "personal_best_5k_time", "2 years", "I've had them for 2 years"))],
+    5: [answer(("Iker", "favorite_bird", "parrot", "Herons have always fascinated me"),
+               ("Iker", "favorite_bird", "Herons", "Herons have always fascinated me"))],
+}
+
+
+def ingest(store: pmem.Store, doc: dict[str, Any], answers: dict[int, Sequence[str]]) -> tuple[list[dict[str, Any]],
+                                                                                             Replay]:
+    replay = Replay(answers)
+    return list(Ingestor(store, replay).run(read_records(json.dumps(doc).encode(), "locomo"))), replay
+
+
+def test_only_grounded_facts_attributed_to_their_speaker_are_written(store: pmem.Store) -> None:
+    receipts, replay = ingest(store, INVENTED, RECORDED)
+    assert {c.key: c.value for c in store.frontier()} == {
+        "nora.job": "nurse at the city hospital", "iker.cat_names": "Miso and Tofu", "iker.favorite_bird": "Herons"}
+    assert replay.never.model.calls == 0  # the greeting and the question turn never reached a model
+    said = {r["record"]: r["reason"] for r in receipts if r["event_index"] is None}
+    assert said == {2: "no statement in the record (only a greeting or reaction)",
+                    4: "no statement in the record (only a question, a reaction)"}
+    dropped = sorted((r["record"], r["reason"]) for r in receipts if r["key"] == FAILURE_KEY)
+    assert dropped == [
+        (1, "dropped fact 1 (key 'personal_best_5k_time'): ungrounded: attribute 'personal_best_5k_time' names "
+            "the number 5, which the record does not have"),
+        (3, "dropped fact 2 (key 'cats'): misattributed: the fact is about the listener 'Nora', not said by "
+            "them (said by Iker)"),
+        (3, "dropped fact 3 (key 'personal_best_5k_time'): ungrounded: attribute 'personal_best_5k_time' names "
+            "the number 5, which the record does not have"),
+        (5, "dropped fact 1 (key 'favorite_bird'): ungrounded: the value's words are not in the record"),
+    ]
+    logged = {e["reason"] for e in store.log() if e["key"] == FAILURE_KEY}
+    assert logged == {reason for _, reason in dropped}  # every dropped candidate is in the log as well
+
+
+def test_the_issue_slice_with_the_answers_that_wrote_six_wrong_cells_writes_none_of_them(store: pmem.Store) -> None:
+    """The six turns issue 17 quotes, with the wrong answers it reports replayed next to the right ones."""
+    doc = json.loads(ISSUE_SLICE.read_text())
+    wrong_and_right = {
+        1: [answer(("Andrew", "personal_best_5k_time", "2023-04-15", "last week"),
+                   ("I", "job", "Financial Analyst", "a new job as a Financial Analyst"))],
+        4: [answer(("Audrey", "personal_best_5k_time", "3 years", "I've had them for 3 years!"),
+                   ("Audrey", "dog_names", "Pepper, Precious and Panda",
+                    "Their names are Pepper, Precious and Panda"))],
+        6: [answer(("Andrew", "personal_best_5k_time", "never", "Eagles have always mesmerized me"),
+                   ("Andrew", "favorite_bird", "Eagles", "Eagles have always mesmerized me"))],
+    }
+    receipts, replay = ingest(store, doc, wrong_and_right)
+    cells = {c.key: c.value for c in store.frontier()}
+    assert cells == {"andrew.job": "Financial Analyst", "audrey.dog_names": "Pepper, Precious and Panda",
+                     "andrew.favorite_bird": "Eagles"}
+    for key, value in [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job", "Congrats on the new job!"),
+                       ("audrey.personal_best_5k_time", "3 years"), ("andrew.name", "Cute little guys"),
+                       ("audrey.favorite_type_of_bird", "parrot"), ("andrew.personal_best_5k_time", "never")]:
+        assert cells.get(key) != value and store.get(key).value is None
+    assert replay.never.model.calls == 0
+    assert {r["record"] for r in receipts} == set(range(1, 7))
+
+    read = store.read("What is Andrew's new job?", mode="turns", k=3)
+    assert read.context.splitlines()[0] == (
+        "[15 April 2023] Andrew (issue17:D1:1): I started a new job as a Financial Analyst last week")
+    assert read.pruned == ()

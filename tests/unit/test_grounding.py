@@ -1,0 +1,150 @@
+"""The grounding and attribution rules (docs/ingest.md#grounding): pure logic, no model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pmem.domain.extraction.grounding import (
+    Candidate,
+    Utterance,
+    check,
+    non_assertive,
+    numbers,
+    resolve_subject,
+    states_nothing,
+    value_problem,
+)
+from pmem.domain.extraction.llm_output import parse_grounded
+
+ANDREW = Utterance("Andrew", ("Audrey",), "2023-04-15T14:00:00")
+AUDREY = Utterance("Audrey", ("Andrew",), "2023-04-15T14:00:00")
+
+
+@pytest.mark.parametrize("value, text", [
+    ("Financial Analyst", "I started a new job as a Financial Analyst last week"),
+    ("Pepper, Precious and Panda", "Their names are Pepper, Precious and Panda."),
+    ("3 years", "I've had them for three years!"),  # a number word is its number
+    ("dog", "I walk my dogs every day."),  # a plural is its singular
+    ("São Paulo", "I moved to Sao Paulo."),  # accents folded
+])
+def test_a_value_the_record_says_is_grounded(value: str, text: str) -> None:
+    assert value_problem(value, text) is None
+
+
+@pytest.mark.parametrize("value, text, why", [
+    ("2023-04-15", "I started a new job as a Financial Analyst last week", "number 15 of the value"),
+    ("parrot", "Do you have a favorite type of bird?", "the value's words are not in the record"),
+    ("never", "Eagles have always mesmerized me", "the value's words are not in the record"),
+    ("4 years", "I've had them for 3 years!", "number 4 of the value"),
+    ("the", "the", "no content words"),
+])
+def test_a_value_the_record_does_not_say_is_dropped_with_its_reason(value: str, text: str, why: str) -> None:
+    problem = value_problem(value, text)
+    assert problem is not None and problem.startswith("ungrounded") and why in problem
+
+
+def test_a_quoted_evidence_span_must_be_in_the_record_and_hold_the_value() -> None:
+    text = "I started a new job as a Financial Analyst last week"
+    assert value_problem("Financial Analyst", text, "a new job as a Financial Analyst") is None
+    assert "quoted evidence is not in the record" in str(value_problem("Financial Analyst", text,
+                                                                       "I was promoted to senior analyst"))
+    assert "not in its quoted evidence" in str(value_problem("new Financial Analyst role", text, "last week"))
+    assert value_problem("new job", text, "Financial Analyst") is None  # a value the record has word for word
+
+
+@pytest.mark.parametrize("sentence, why", [
+    ("Do you have a favorite type of bird?", "a question"),
+    ("Congrats on the new job!", "a greeting or reaction"),
+    ("Cute little guys!", "a reaction"),
+    ("Hey Mel! Good to see you!", "a greeting or reaction"),
+    ("You'd be a great counselor!", "a greeting or reaction"),
+])
+def test_questions_greetings_and_reactions_state_nothing(sentence: str, why: str) -> None:
+    assert non_assertive(sentence) == why
+
+
+@pytest.mark.parametrize("sentence", [
+    "Yeah, I painted that lake sunrise last year!",  # a greeting word, then the speaker's own statement
+    "I started a new job as a Financial Analyst last week",
+    "Eagles have always mesmerized me",
+])
+def test_a_statement_is_a_statement(sentence: str) -> None:
+    assert non_assertive(sentence) is None
+
+
+def test_a_record_of_only_questions_and_reactions_gives_no_facts_before_any_model_is_asked() -> None:
+    assert states_nothing("Cute little guys! What are their names?") == (
+        "no statement in the record (only a question, a reaction)")
+    assert states_nothing("Cute little guys! Mine is Rex.") is None
+
+
+def test_the_subject_is_the_speaker_for_first_person_and_the_listener_is_never_a_subject() -> None:
+    text = "I started a new job as a Financial Analyst last week"
+    assert resolve_subject("I", ANDREW, text) == ("Andrew", "")
+    assert resolve_subject("andrew", ANDREW, text) == ("Andrew", "")
+    assert resolve_subject("user", ANDREW, text) == ("Andrew", "")
+    subject, why = resolve_subject("Audrey", ANDREW, text)
+    assert subject is None and why.startswith("misattributed: the fact is about the listener 'Audrey'")
+    assert resolve_subject("you", ANDREW, text)[1].startswith("misattributed")
+    assert resolve_subject("Bob", ANDREW, text) == (None, "misattributed: the subject 'Bob' is not named in the record")
+    assert resolve_subject("user", None, "My city is Porto.") == (None, "")  # a plain record: the user's own key
+
+
+def test_every_rule_in_order_on_the_issues_six_wrong_cells() -> None:
+    cases = [
+        (ANDREW, "I started a new job as a Financial Analyst last week",
+         Candidate("Andrew", "personal_best_5k_time", "2023-04-15")),
+        (AUDREY, "Congrats on the new job!", Candidate("Audrey", "new_job", "Congrats on the new job!")),
+        (AUDREY, "I've had them for 3 years! Their names are Pepper, Precious and Panda.",
+         Candidate("Audrey", "personal_best_5k_time", "3 years")),  # a grounded value under a leaked key
+        (ANDREW, "Cute little guys! What are their names?", Candidate("Andrew", "name", "Cute little guys")),
+        (AUDREY, "Do you have a favorite type of bird?", Candidate("Audrey", "favorite_type_of_bird", "parrot")),
+        (ANDREW, "Eagles have always mesmerized me", Candidate("Andrew", "personal_best_5k_time", "never")),
+    ]
+    reasons = [check(c, text, said) for said, text, c in cases]
+    assert all(reasons), reasons
+    assert [r.split(":")[0] for r in reasons if r] == ["ungrounded", "not a statement", "ungrounded",
+                                                       "not a statement", "ungrounded", "ungrounded"]
+    assert reasons[2] == ("ungrounded: attribute 'personal_best_5k_time' names the number 5, which the record "
+                          "does not have")
+
+
+def test_the_right_facts_of_those_turns_pass() -> None:
+    assert check(Candidate("I", "job", "Financial Analyst", "a new job as a Financial Analyst"),
+                 "I started a new job as a Financial Analyst last week", ANDREW) is None
+    assert check(Candidate("Audrey", "dog_names", "Pepper, Precious and Panda"),
+                 "I've had them for 3 years! Their names are Pepper, Precious and Panda.", AUDREY) is None
+
+
+def test_a_schema_word_copied_as_the_attribute_is_dropped() -> None:
+    why = check(Candidate("I", "attribute", "Financial Analyst"), "I started a new job as a Financial Analyst", ANDREW)
+    assert why == "attribute 'attribute' copies a word of the prompt"
+
+
+def test_parsing_keys_each_grounded_fact_by_its_subject_and_lists_every_dropped_one() -> None:
+    text = "I started a new job as a Financial Analyst last week. Audrey loves her dogs."
+    answer = json.dumps({"facts": [
+        {"subject": "I", "attribute": "job", "value": "Financial Analyst", "evidence": "a Financial Analyst"},
+        {"subject": "Andrew", "attribute": "start date", "value": "2023-04-15", "evidence": "last week"},
+        {"subject": "Audrey", "attribute": "loves", "value": "dogs", "evidence": "Audrey loves her dogs"}]})
+    x = parse_grounded(answer, 3, text, ANDREW)
+    assert [(f.key, f.value) for f in x.facts] == [("andrew.job", "Financial Analyst")]
+    assert x.dropped == (
+        "fact 2 (key 'start date'): ungrounded: number 15 of the value is not in the record",
+        "fact 3 (key 'loves'): misattributed: the fact is about the listener 'Audrey', not said by them "
+        "(said by Andrew)")
+
+
+def test_numbers_are_compared_as_digits() -> None:
+    assert numbers("25:50 and three") == {"25:50", "25", "50", "3"}
+
+
+def test_a_speakers_fact_from_words_about_the_listener_is_misattributed() -> None:
+    """Recorded from the local model on LoCoMo conv-26 D1:6 (Melanie to Caroline): ``melanie.helpful_group = found``."""
+    melanie = Utterance("Melanie", ("Caroline",))
+    text = "Wow, love that painting! So cool you found such a helpful group. What's it done for you?"
+    assert check(Candidate("Melanie", "helpful_group", "found"), text, melanie) == (
+        "misattributed: the value comes from words about the listener, not the speaker")
+    assert check(Candidate("I", "city", "Porto"), "You asked: I live in Porto now.", melanie) is None
