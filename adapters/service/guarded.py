@@ -30,6 +30,7 @@ from pmem.domain.errors import Forbidden, InvalidBatch, InvalidOperation, RetryC
 from pmem.domain.operations import Operation, checked_count, checked_namespace, parse_operation
 
 if TYPE_CHECKING:
+    from pmem.adapters.service.inspecting import Inspection
     from pmem.adapters.service.store import Store
 
 MAX_PAGE = 1000
@@ -149,6 +150,12 @@ class GuardedStore:
         out = graph_view.export(graph_view.entity_drawing(g), "json")
         assert isinstance(out, dict)
         return out
+
+    def inspection(self, namespace: str | None = None) -> Inspection:
+        """The memory inspector's reads (docs/inspector.md) over one namespace the credential may read."""
+        from pmem.adapters.service.inspecting import Inspection
+
+        return Inspection(self.store, self._readable(namespace))
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """``pmem stats`` (counts over the whole store and projection lag: no namespace's data)."""
