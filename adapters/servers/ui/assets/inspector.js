@@ -93,7 +93,7 @@ async function start() {
 
 function askToken(e) {
   const refused = state.token
-    ? `The server refused this token (${e.body.detail || e.body.error}). Enter another one.`
+    ? `The server refused this token (${e.status} ${e.body.error}: ${e.body.detail}). Enter another one.`
     : "This server needs a token: paste one from `pmem keys add` (a read-only key is enough).";
   notice(refused, "error");
   const input = h("input", {id: "token", type: "password", autocomplete: "off", required: true,
