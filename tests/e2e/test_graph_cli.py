@@ -1,11 +1,10 @@
-"""``pmem next``, ``pmem require`` and ``pmem graph export`` as a user runs them; the HTML view in Chromium."""
+"""``pmem next``, ``pmem require`` and ``pmem graph export`` as a user runs them; the HTML view in Chromium is in
+tests/browser/test_graph_view.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ FACTS = [
     {"op": "accept", "key": "catherine_dickens.country_of_citizenship", "value": "United Kingdom"},
     {"op": "accept", "key": "great_expectations.author", "value": "Charles Dickens"},
 ]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def write(db: str) -> None:
@@ -107,27 +105,6 @@ def test_the_html_view_is_one_self_contained_page(db: str, tmp_path: Path) -> No
     assert text.startswith("<!doctype html>") and "<svg" in text and "charles dickens" in text.lower()
     assert "<script" not in text and "<link" not in text and "@import" not in text
     assert re.findall(r"https?://[^\"']+", text) == ["http://www.w3.org/2000/svg"]  # a namespace, not a fetch
-
-
-def screenshot(url: str, out: Path, profile: Path) -> None:
-    assert CHROMIUM is not None
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                    "--hide-scrollbars", "--window-size=1000,760", f"--screenshot={out}", url],
-                   capture_output=True, timeout=120, check=True)
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (apt-get install -y chromium)")
-def test_the_html_view_renders_in_headless_chromium(db: str, tmp_path: Path) -> None:
-    write(db)
-    page = html_page(db, tmp_path)
-    blank = tmp_path / "blank.html"
-    blank.write_text("<!doctype html><html><body></body></html>")
-    screenshot(page.as_uri(), tmp_path / "graph.png", tmp_path / "profile1")
-    screenshot(blank.as_uri(), tmp_path / "blank.png", tmp_path / "profile2")
-    png = (tmp_path / "graph.png").read_bytes()
-    assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert len(png) > 5 * len((tmp_path / "blank.png").read_bytes())  # drawn, not an empty page
 
 
 def test_check_reports_conflicts_and_write_contests_below_confidence_0_6(db: str) -> None:
