@@ -3,7 +3,8 @@
 1. Page load and first render: p50 over 20 loads of ``/ui/`` (the frontier view) from the browser's
    navigation timing (navigation start to the page's first drawn view, the ``pmem:drawn:1`` mark), beside
    the baseline of the same browser loading the same 50 cells as one static HTML file (navigation start to
-   the load event, no requests): the cost of a page that reads through the API.
+   the load event, no requests): the cost of a page that reads through the API. The load event alone (the
+   page and its assets, before the API answers) is printed too.
 2. Slider move to redrawn cell view: p50 over 20 moves of the time slider on a cell's page (input event to
    the view drawn again), beside the baseline of the three API reads that view makes, sent by httpx from
    Python one after another: the browser's share over the server's.
@@ -18,8 +19,8 @@ template extractor: 18,000 facts (the 262k-token length); ``--quick``: 2,000 fac
 from __future__ import annotations
 
 import argparse
-import statistics
 import html
+import statistics
 import sys
 import tempfile
 import time
@@ -30,13 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import httpx  # noqa: E402
-
 from bench_validity import ingest, synthetic_fc  # noqa: E402
+
 from pmem.adapters.service.store import Store  # noqa: E402
 from tests.browser.browser import HEIGHT, WIDTH, chromium  # noqa: E402
 from tests.server.http_servers import serving  # noqa: E402
 
 LOADS = MOVES = 20
+LOADED = "performance.getEntriesByType('navigation')[0].loadEventEnd"
 DRAWN = "(n) => performance.getEntriesByName('pmem:drawn:' + n)[0].startTime"
 MOVE = """async (n) => {
   const view = document.getElementById('view'), slider = document.getElementById('slider');
@@ -67,18 +69,19 @@ def static_page(url: str, out: Path) -> Path:
     return out
 
 
-def page_loads(browser: Any, url: str, static: Path) -> tuple[list[float], list[float]]:
-    ui, baseline = [], []
+def page_loads(browser: Any, url: str, static: Path) -> tuple[list[float], list[float], list[float]]:
+    ui, assets, baseline = [], [], []
     for _ in range(LOADS):
         ctx = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT}, bypass_csp=True)
         page = ctx.new_page()
         page.goto(f"{url}/ui/")
         page.wait_for_selector("ul.cells")
         ui.append(page.evaluate(DRAWN, 1))
+        assets.append(page.evaluate(LOADED))
         page.goto(static.as_uri())
-        baseline.append(page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd"))
+        baseline.append(page.evaluate(LOADED))
         ctx.close()
-    return ui, baseline
+    return ui, assets, baseline
 
 
 def slider_moves(browser: Any, url: str, key: str, last: int) -> list[float]:
@@ -117,10 +120,12 @@ def main() -> None:
         print(f"store: {facts} facts, {last} events, built in {time.perf_counter() - t0:.0f} s; cell {key}")
         with serving(db, "--insecure-local") as url, chromium() as browser:
             static = static_page(url, Path(tmp) / "frontier.html")
-            ui, base = page_loads(browser, url, static)
+            ui, assets, base = page_loads(browser, url, static)
             moves = slider_moves(browser, url, key, last)
             reads = api_reads(url, key, last)
     med = statistics.median
+    print(f"page and assets loaded (load event) of /ui/: p50 {med(assets):.0f} ms over {LOADS} loads "
+          f"(baseline: the same 50 cells as one static HTML file, p50 {med(base):.0f} ms)")
     print(f"page load + first render of /ui/: p50 {med(ui):.0f} ms over {LOADS} loads "
           f"(baseline: the same 50 cells as one static HTML file, p50 {med(base):.0f} ms)")
     print(f"slider move -> redrawn cell view: p50 {med(moves):.0f} ms over {MOVES} moves "

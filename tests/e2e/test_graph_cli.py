@@ -7,8 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.test_cli import error, ok, pmem
 
 FACTS = [

@@ -54,7 +54,8 @@ def test_changes_between_two_events_list_heads_that_differ(served: Any) -> None:
     demo: DemoStore = served[1]
     out = get(served, "/v1/inspect/changes", since=demo.raised_at, until=demo.contested_at)
     assert out["cells"] == [
-        {"key": "budget", "before": {"value": "$50k", "status": "active"}, "after": {"value": "$30k", "status": "active"}},
+        {"key": "budget", "before": {"value": "$50k", "status": "active"},
+         "after": {"value": "$30k", "status": "active"}},
         {"key": "meeting_room", "before": None, "after": {"value": "Room A", "status": "contested"}}]
     assert get(served, "/v1/inspect/changes", since=demo.last)["count"] == 0
 
