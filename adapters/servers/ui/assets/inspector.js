@@ -420,21 +420,35 @@ function receipts(events) {
 }
 
 // -- the graph neighbourhood --------------------------------------------------------------------------
+const NEXT_AUTO_EVENTS = 10000;  // above this, what_next (PageRank over the whole graph) waits for a click
+
 async function graphView(key) {
-  const [hood, next] = await Promise.all([
-    api("/v1/inspect/neighbourhood", {of: key, as_of: asOf(), depth: 1}),
-    api("/v1/next", {k: 5, as_of: asOf()})]);
+  const hood = await api("/v1/inspect/neighbourhood", {of: key, as_of: asOf(), depth: 1});
   state.graph = {key, nodes: new Map(hood.nodes.map((n) => [n.id, n])), edges: hood.edges, selected: null};
   const panel = h("div", {class: "card", id: "node-panel"}, h("p", {class: "muted"},
     "Click a node (or focus it and press Enter) to list its cells and expand it."));
+  const next = h("div", {class: "card", id: "what-next"}, h("h2", {}, "What to ask next"));
   show(h("div", {class: "split"},
     h("section", {}, h("h1", {}, `Graph around ${key}`), h("p", {class: "muted"},
       `${hood.nodes.length} entities, ${when()}${hood.truncated ? " (cut at the nearest 60)" : ""}`),
       h("div", {id: "graph"})),
-    h("aside", {}, panel, h("div", {class: "card", id: "what-next"}, h("h2", {}, "What to ask next"),
-      next.length ? h("ol", {}, next.map((p) => h("li", {}, link(graphUrl(p.entity), p.text),
-        h("span", {class: "muted"}, ` — ${p.gap}, score ${p.score}`)))) : h("p", {class: "muted"}, "Nothing open.")))));
+    h("aside", {}, panel, next)));
   drawGraph();
+  if (state.last <= NEXT_AUTO_EVENTS) return whatNext(next);
+  next.append(h("p", {class: "muted"}, `Ranks the whole graph: slow on a store of ${state.last} events.`),
+    h("button", {type: "button", id: "compute-next", onclick: () => whatNext(next)}, "Compute"));
+}
+
+async function whatNext(card) {
+  card.replaceChildren(h("h2", {}, "What to ask next"), h("p", {class: "muted"}, "Ranking…"));
+  const drawn = state.drawn;
+  let next;
+  try { next = await api("/v1/next", {k: 5, as_of: asOf()}); } catch (e) { return failed(e); }
+  if (drawn !== state.drawn) return;  // the view changed meanwhile
+  card.replaceChildren(h("h2", {}, "What to ask next"), next.length
+    ? h("ol", {}, next.map((p) => h("li", {}, link(graphUrl(p.entity), p.text),
+        h("span", {class: "muted"}, ` — ${p.gap}, score ${p.score}`))))
+    : h("p", {class: "muted"}, "Nothing open."));
 }
 
 function layout(nodes) {
