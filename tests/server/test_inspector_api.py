@@ -122,3 +122,20 @@ def test_every_ui_path_answers_the_page_and_its_assets_ship_in_the_package(serve
     assert not [p for p in schema if p.startswith("/ui")]
     assert {"/v1/inspect/summary", "/v1/inspect/changes", "/v1/inspect/frontier", "/v1/inspect/neighbourhood",
             "/v1/inspect/cells/{key}/events"} <= set(schema)
+
+
+def test_the_inspection_reads_the_same_on_both_backends(db: str) -> None:
+    """``GuardedStore.inspection`` over SQLite and PostgreSQL (the routes above run on SQLite)."""
+    from pmem.adapters.service.guarded import GuardedStore
+
+    demo = build(db)
+    with pmem.open(db, embedder="hashing") as store:
+        inspect = GuardedStore(store, None).inspection("default")
+        events = inspect.cell_events("meeting room", as_of=demo.contested_at)["events"]
+        assert [(e["requested"], e["value"], e["trust"]) for e in events] == [("accept", "Room A", 70),
+                                                                           ("contest", "Room B", 70)]
+        changed = inspect.changes(demo.raised_at, demo.contested_at)["cells"]
+        assert [c["key"] for c in changed] == ["budget", "meeting_room"]
+        assert [c["key"] for c in inspect.frontier(demo.contested_at, contested=True)["cells"]] == ["meeting_room"]
+        hood = inspect.neighbourhood("charles_dickens.spouse")
+        assert {n["id"] for n in hood["nodes"]} >= {"charles_dickens", "catherine_dickens"}
