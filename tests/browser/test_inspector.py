@@ -215,6 +215,7 @@ def screenshots(browser: Any, server: str, token: str, demo: DemoStore, out: Pat
             page.goto(server + path)
             page.wait_for_selector(ready)
             if name == "graph":
+                page.wait_for_selector("#what-next li")
                 page.click(".node[data-id='charles_dickens'] circle")
             paths.append(out / f"inspector-{name}.png")
             page.screenshot(path=str(paths[-1]))

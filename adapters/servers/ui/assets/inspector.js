@@ -501,7 +501,7 @@ function drawGraph() {
   }
   document.getElementById("graph").replaceChildren(svg);
   const legend = h("p", {class: "legend muted"}, "Arrows: prerequisites (known first); dashed: associations; ",
-    "hollow: not yet known or contested. Enter: open, +: expand.");
+    "purple: relationship, teal: event, blue: persona; hollow: not yet known or contested. Enter: open, +: expand.");
   document.getElementById("graph").append(legend);
 }
 
