@@ -11,6 +11,9 @@ A :class:`GuardedStore` wraps an open :class:`~pmem.adapters.service.store.Store
   and the receipt says so (``"trust_capped": {"claimed", "applied"}``); a missing trust means the cap.
   Ingest goes through the same rewriting, below the extractor and annotator.
 
+The memory inspector's reads (:meth:`GuardedStore.inspection`, docs/inspector.md) take the same namespace
+check as every other read; they are read-only, so a read-only credential may make them.
+
 Without a credential (``pmem serve --insecure-local``) everything is allowed and nothing is rewritten.
 Results are plain JSON-able dicts in the shapes the CLI prints (each view's own ``to_dict``).
 
