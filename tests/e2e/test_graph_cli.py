@@ -4,6 +4,7 @@ tests/browser/test_graph_view.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -127,3 +128,24 @@ def test_rebuild_of_the_graph_projection_replays_the_log_and_exports_the_same_gr
     assert r["events"] == len(FACTS)
     assert ok(db, "graph", "export") == before
     assert ok(db, "stats")[0]["projections"]["graph"] == {"position": len(FACTS), "lag": 0}
+
+
+def test_the_html_view_of_a_graph_past_the_spring_layouts_limit_needs_no_scipy(db_path: Path, tmp_path: Path) -> None:
+    """From 500 nodes networkx's spring layout needs scipy (not a P-Mem dependency; a 2,000-fact store
+    exited 70 with "No module named 'scipy'"): the export lays such a graph out on rings with numpy alone.
+    scipy is made unimportable in the CLI's process, so the test holds where scipy happens to be installed."""
+    blocked = tmp_path / "no_scipy" / "scipy"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'scipy'\", name='scipy')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocked.parent)}
+    ops = [{"op": "accept", "key": f"reader_{i:03d}.favourite_book", "value": f"Book {i % 280:03d}"}
+           for i in range(300)]  # 300 readers and 280 books: 580 entities
+    ok(db_path, "apply", "-", stdin=b"".join(json.dumps(d).encode() + b"\n" for d in ops))
+    r = pmem(db_path, "graph", "export", "--format", "html", env=env)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    text = r.stdout.decode()
+    (count,) = re.findall(r"<p>(\d+) nodes", text)
+    assert int(count) >= 580 and text.count("<circle") == int(count)
+    assert "reader 299" in text.lower() and "book 279" in text.lower()
+    circles = set(re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)"', text))
+    assert len(circles) == int(count)  # every node has a place of its own
