@@ -112,9 +112,8 @@ class GuardedStore:
         page starts after ``cursor`` (the last key of the page before)."""
         checked_count(limit, "limit", f"a page size from 1 to {MAX_PAGE}", minimum=1)
         limit = min(limit, MAX_PAGE)
-        cells = self.store.frontier(as_of=as_of, disclose=disclose, namespace=self._readable(namespace))
-        if cursor is not None:
-            cells = [c for c in cells if c.key > cursor]
+        cells = self.store.frontier(as_of=as_of, disclose=disclose, namespace=self._readable(namespace),
+                                    after=cursor, limit=limit + 1)  # one more: is there a next page?
         page = cells[:limit]
         more = len(cells) > limit
         return {"cells": [c.to_dict() for c in page], "next_cursor": page[-1].key if more else None}

@@ -15,7 +15,7 @@ Results are plain JSON-able dicts, like every other guarded read.
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pmem.adapters.eventstore.stored_log import object_dict
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 3
 MAX_NODES = 60  # a neighbourhood larger than this is cut, nearest first: labels must stay readable
 NODE_TYPES = ("relationship", "event", "persona")
+FILTERED_READ = 2_000  # cells read per round while a filter looks for a page
 
 
 class Inspection:
@@ -68,20 +69,27 @@ class Inspection:
         if node_type is not None and node_type not in NODE_TYPES:
             raise InvalidOperation(f"node_type must be one of {', '.join(NODE_TYPES)}, got {node_type!r}",
                                    field="node_type")
-        cells = self.store.frontier(as_of=as_of, namespace=self.namespace)
-        if contested:
-            cells = [c for c in cells if c.status == "contested"]
-        if since is not None:
-            then = {c["key"] for c in self.changes(since, as_of, limit=10**9)["cells"]}
-            cells = [c for c in cells if c.key in then]
-        if node_type is not None:
-            typed = {f.key for f in self.store.graph(as_of=as_of, namespace=self.namespace).facts()
-                     if f.node_type == node_type}
-            cells = [c for c in cells if c.key in typed]
-        if cursor is not None:
-            cells = [c for c in cells if c.key > cursor]
-        page = cells[:limit]
-        return {"cells": [c.to_dict() for c in page], "next_cursor": page[-1].key if len(cells) > limit else None}
+        keep = self._filter(as_of, contested, since, node_type)
+        page: list[CellView] = []
+        after = cursor
+        size = limit + 1 if not (contested or since is not None or node_type) else max(limit + 1, FILTERED_READ)
+        while len(page) <= limit:  # read the store a page at a time until one more than a page is kept
+            cells = self.store.frontier(as_of=as_of, namespace=self.namespace, after=after, limit=size)
+            page += [c for c in cells if keep(c)]
+            if len(cells) < size:
+                break
+            after = cells[-1].key
+        return {"cells": [c.to_dict() for c in page[:limit]],
+                "next_cursor": page[limit - 1].key if len(page) > limit else None}
+
+    def _filter(self, as_of: int | None, contested: bool, since: int | None,
+                node_type: str | None) -> Callable[[CellView], bool]:
+        """Which cells the frontier view keeps; the sets behind ``since`` and ``node_type`` are read once."""
+        changed = None if since is None else {c["key"] for c in self.changes(since, as_of, limit=10**9)["cells"]}
+        typed = None if node_type is None else {
+            f.key for f in self.store.graph(as_of=as_of, namespace=self.namespace).facts() if f.node_type == node_type}
+        return lambda c: ((not contested or c.status == "contested") and (changed is None or c.key in changed)
+                          and (typed is None or c.key in typed))
 
     def neighbourhood(self, of: str, as_of: int | None = None, depth: int = 1) -> dict[str, Any]:
         """The entities within ``depth`` hops of ``of`` (a cell's key: its subject and value; else an
@@ -90,43 +98,46 @@ class Inspection:
         if depth > MAX_DEPTH:
             raise InvalidOperation(f"depth must be a number of hops from 1 to {MAX_DEPTH}, got {depth}",
                                    field="depth")
-        g = self.store.graph(as_of=as_of, namespace=self.namespace)
-        start = _starts(g, of)
-        hops = _hops(g, start, depth)
+        start = self._starts(of, as_of)
+        hops = {s: 0 for s in start}
+        level = list(start)
+        for d in range(depth):  # breadth first, one read of the graph's rows per ring
+            if not level or len(hops) >= MAX_NODES:
+                break
+            near = _adjacent(self.store.graph_around(level, as_of=as_of, namespace=self.namespace))
+            nxt = []
+            for s in level:
+                for n in sorted(near.get(s, ())):
+                    if n not in hops and len(hops) < MAX_NODES:
+                        hops[n] = d + 1
+                        nxt.append(n)
+            level = nxt
+        g = self.store.graph_around(hops, as_of=as_of, namespace=self.namespace)  # exact for every shown node
         return {"of": of, "as_of": as_of, "start": start, "nodes": _nodes(g, hops),
                 "edges": _edges(g, set(hops)), "truncated": len(hops) >= MAX_NODES}
+
+    def _starts(self, of: str, as_of: int | None) -> list[str]:
+        """The entities a neighbourhood starts from: a cell's subject and its value's entity, or one entity."""
+        subject = split_key(of)[0]
+        g = self.store.graph_around([subject, entity_slug(subject)], as_of=as_of, namespace=self.namespace)
+        facts = [f for f in g.facts() if f.key == of]
+        if facts:
+            return sorted({s for f in facts for s in (f.subject, f.obj) if s in g.entities})
+        slug = entity_slug(subject)
+        return [slug] if slug in g.entities else []
 
 
 def _head(c: CellView | None) -> dict[str, Any] | None:
     return None if c is None or c.value is None else {"value": c.value, "status": c.status}
 
 
-def _starts(g: EntityGraph, of: str) -> list[str]:
-    """The entities a neighbourhood starts from: a cell's subject and its value's entity, or one entity."""
-    facts = [f for f in g.facts() if f.key == of]
-    if facts:
-        return sorted({s for f in facts for s in (f.subject, f.obj) if s in g.entities})
-    slug = entity_slug(split_key(of)[0]) if "." in of else entity_slug(of)
-    return [slug] if slug in g.entities else []
-
-
-def _hops(g: EntityGraph, start: list[str], depth: int) -> dict[str, int]:
-    """Breadth-first distances from ``start`` over both edge families, undirected, cut at MAX_NODES."""
+def _adjacent(g: EntityGraph) -> dict[str, set[str]]:
+    """Each entity's neighbours over both edge families, undirected."""
     near: dict[str, set[str]] = {}
     for a, b in g.prerequisites | g.associations:
         near.setdefault(a, set()).add(b)
         near.setdefault(b, set()).add(a)
-    hops = {s: 0 for s in start}
-    todo = deque(start)
-    while todo and len(hops) < MAX_NODES:
-        s = todo.popleft()
-        if hops[s] >= depth:
-            continue
-        for n in sorted(near.get(s, ())):
-            if n not in hops and len(hops) < MAX_NODES:
-                hops[n] = hops[s] + 1
-                todo.append(n)
-    return hops
+    return near
 
 
 def _nodes(g: EntityGraph, hops: dict[str, int]) -> list[dict[str, Any]]:

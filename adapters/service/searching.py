@@ -106,6 +106,17 @@ class Searches:
         return g
 
 
+    def graph_around(self, entities: Iterable[str], *, as_of: int | None = None,
+                     namespace: str | None = None) -> EntityGraph:
+        """The part of the entity graph at ``entities`` (the graph projection's ``graph_around``)."""
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        with self.w.lock:
+            projection = self.w.projections["graph"]
+            projection.catch_up()
+            projection.check_readable(ns, as_of)
+            g: EntityGraph = projection.graph_around(ns, set(entities), as_of)
+        return g
+
 def checked_text(text: object, name: str) -> str:
     """``text`` if it is a string with something besides whitespace and no lone surrogate (a query or a
     question), else :class:`InvalidOperation`."""
