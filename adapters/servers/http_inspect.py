@@ -12,9 +12,10 @@ from typing import Annotated
 from fastapi import FastAPI, Query, Response
 
 from pmem.adapters.servers.http_routes import AsOf, Key, Namespace, Token
-from pmem.adapters.servers.http_runtime import Runtime
+from pmem.adapters.servers.http_runtime import Runtime, error_response, json_response, log
 from pmem.adapters.service.guarded import DEFAULT_PAGE, MAX_PAGE
-from pmem.adapters.service.inspecting import MAX_DEPTH
+from pmem.adapters.service.inspecting import KEPT, MAX_DEPTH, RANKINGS
+from pmem.domain.errors import PmemError
 from pmem.domain.operations import MAX_INDEX
 
 Index = Annotated[int, Query(ge=0, le=MAX_INDEX, description="an event index")]
@@ -52,3 +53,23 @@ def install(app: FastAPI, rt: Runtime) -> None:
                             as_of: AsOf = None, depth: Annotated[int, Query(ge=1, le=MAX_DEPTH)] = 1,
                             namespace: Namespace = None, auth: Token = None) -> Response:
         return rt.answer(auth, lambda g: g.inspection(namespace).neighbourhood(of, as_of, depth))
+
+    @app.get("/v1/inspect/next", summary="what_next's best questions, ranked outside the store lock, kept per index")
+    def what_next(k: Annotated[int, Query(ge=1, le=KEPT)] = 5, as_of: AsOf = None, namespace: Namespace = None,
+                  auth: Token = None) -> Response:
+        # A plain ``def``: FastAPI runs it on a worker thread, so a long ranking never stalls the event loop,
+        # and the store lock is held only while the graph is read, not while it is ranked.
+        return ranked(rt, auth, namespace, k, as_of)
+
+
+def ranked(rt: Runtime, auth: str | None, namespace: str | None, k: int, as_of: int | None) -> Response:
+    """``what_next`` for the inspector: the graph read under the lock, ranked (or found kept) outside it."""
+    try:
+        with rt.lock:
+            key, g = rt.guarded(auth).inspection(namespace).ranking_graph(as_of)
+        return json_response(RANKINGS.ranked(key, g, k))
+    except PmemError as e:
+        return error_response(e)
+    except Exception:
+        log.exception("internal error")
+        return json_response({"error": "internal error", "detail": "an unexpected error; see the server log"}, 500)

@@ -84,10 +84,20 @@ def test_the_neighbourhood_of_a_cell_and_of_an_entity(served: Any) -> None:
     assert get(served, "/v1/inspect/neighbourhood", of="nobody")["nodes"] == []
 
 
+def test_what_next_beside_the_graph_is_the_apis_ranking_kept_per_event_index(served: Any) -> None:
+    demo: DemoStore = served[1]
+    for as_of in (None, demo.contested_at):
+        want = get(served, "/v1/next", k=5, **({} if as_of is None else {"as_of": as_of}))
+        got = get(served, "/v1/inspect/next", k=5, **({} if as_of is None else {"as_of": as_of}))
+        assert got == want and got, as_of
+    assert get(served, "/v1/inspect/next", k=2) == get(served, "/v1/next", k=2)  # the kept ranking, cut to k
+    assert get(served, "/v1/inspect/next", as_of=10**9) == get(served, "/v1/next", k=5)  # past the end: now
+
+
 def test_the_credentials_rules_hold_on_every_inspect_route(served: Any) -> None:
     client, _, tokens = served
     paths = ["/v1/inspect/summary", "/v1/inspect/cells/budget/events", "/v1/inspect/changes?since=0",
-             "/v1/inspect/frontier", "/v1/inspect/neighbourhood?of=budget"]
+             "/v1/inspect/frontier", "/v1/inspect/neighbourhood?of=budget", "/v1/inspect/next"]
     for path in paths:
         assert client.get(path).status_code == 401
         assert client.get(path, headers=bearer("pmem_0123456789ab_wrong")).status_code == 401
@@ -101,7 +111,8 @@ def test_the_credentials_rules_hold_on_every_inspect_route(served: Any) -> None:
 def test_bad_parameters_are_400_naming_them(served: Any) -> None:
     client, _, tokens = served
     for path, name in (("/v1/inspect/neighbourhood?of=budget&depth=9", "depth"),
-                       ("/v1/inspect/frontier?node_type=robot", "node_type"), ("/v1/inspect/changes", "since")):
+                       ("/v1/inspect/frontier?node_type=robot", "node_type"), ("/v1/inspect/changes", "since"),
+                       ("/v1/inspect/next?k=51", "k")):
         r = client.get(path, headers=bearer(tokens["reader"]))
         assert r.status_code == 400 and name in r.json()["detail"], r.text
 
@@ -121,7 +132,7 @@ def test_every_ui_path_answers_the_page_and_its_assets_ship_in_the_package(serve
     schema = client.get("/openapi.json").json()["paths"]
     assert not [p for p in schema if p.startswith("/ui")]
     assert {"/v1/inspect/summary", "/v1/inspect/changes", "/v1/inspect/frontier", "/v1/inspect/neighbourhood",
-            "/v1/inspect/cells/{key}/events"} <= set(schema)
+            "/v1/inspect/cells/{key}/events", "/v1/inspect/next"} <= set(schema)
 
 
 def test_the_inspection_reads_the_same_on_both_backends(db: str) -> None:

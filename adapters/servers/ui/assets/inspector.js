@@ -420,7 +420,7 @@ function receipts(events) {
 }
 
 // -- the graph neighbourhood --------------------------------------------------------------------------
-const NEXT_AUTO_EVENTS = 10000;  // above this, what_next (PageRank over the whole graph) waits for a click
+const NEXT_AUTO_EVENTS = 10000;  // above this, what_next (it ranks the whole graph: minutes) waits for a click
 
 async function graphView(key) {
   const hood = await api("/v1/inspect/neighbourhood", {of: key, as_of: asOf(), depth: 1});
@@ -435,7 +435,7 @@ async function graphView(key) {
     h("aside", {}, panel, next)));
   drawGraph();
   if (state.last <= NEXT_AUTO_EVENTS) return whatNext(next);
-  next.append(h("p", {class: "muted"}, `Ranks the whole graph: slow on a store of ${state.last} events.`),
+  next.append(h("p", {class: "muted"}, `Ranks the whole graph: slow on a store of ${state.last} events (the rest of the page stays usable).`),
     h("button", {type: "button", id: "compute-next", onclick: () => whatNext(next)}, "Compute"));
 }
 
@@ -443,7 +443,7 @@ async function whatNext(card) {
   card.replaceChildren(h("h2", {}, "What to ask next"), h("p", {class: "muted"}, "Ranking…"));
   const drawn = state.drawn;
   let next;
-  try { next = await api("/v1/next", {k: 5, as_of: asOf()}); } catch (e) { return failed(e); }
+  try { next = await api("/v1/inspect/next", {k: 5, as_of: asOf()}); } catch (e) { return failed(e); }
   if (drawn !== state.drawn) return;  // the view changed meanwhile
   card.replaceChildren(h("h2", {}, "What to ask next"), next.length
     ? h("ol", {}, next.map((p) => h("li", {}, link(graphUrl(p.entity), p.text),
