@@ -37,12 +37,15 @@ if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does 
     from pmem.domain.cell import CellEvent
 
 NAME = "graph"
-SCHEMA_VERSION = 2  # 2: node_type column
+SCHEMA_VERSION = 3  # 2: node_type column; 3: subject and obj columns (the inspector's neighbourhood reads)
 DECLARED_PREFIX = "requires."  # key of a declared prerequisite; value: JSON ["before key", "after key"]
 Row = tuple[Any, ...]
 COLUMNS: dict[str, type] = {"cell_id": str, "namespace": str, "key": str, "value": str, "status": str,
-                            "trust": int, "node_type": str, "opened_at": int, "closed_at": int}
+                            "trust": int, "node_type": str, "opened_at": int, "closed_at": int,
+                            "subject": str, "obj": str}
 OPENED, CLOSED = 7, 8  # positions of opened_at and closed_at in a row
+# ``subject`` (the key's subject) and ``obj`` (the value's entity slug) let a reader fetch the rows at a
+# few entities (the adapter's ``graph_around``) instead of building the whole graph.
 PK = ("cell_id", "opened_at")
 
 
@@ -89,10 +92,11 @@ class GraphProjector:
         if row is not None and row[3:OPENED] == now:
             return
         if row is not None:
-            self._put((*row[:CLOSED], index))
+            self._put((*row[:CLOSED], index, *row[CLOSED + 1:]))
             del self.open_rows[cid]
         if head is not None:
-            new = (cid, state.namespace, state.key, head.value, head.status, head.trust, head.node_type, index, None)
+            new = (cid, state.namespace, state.key, head.value, head.status, head.trust, head.node_type, index, None,
+                   split_key(state.key)[0], entity_slug(head.value))
             self.open_rows[cid] = new
             self._put(new)
 

@@ -107,3 +107,10 @@ class ReplayReader:
         out = [t for t in cells.values() if t.state.namespace == namespace and t.state.head is not None]
         out.sort(key=lambda t: t.state.key)
         return out
+
+    def frontier_page(self, namespace: str, as_of: int | None = None, *, after: str = "", limit: int,
+                      with_versions: bool = True) -> tuple[list[Timeline], str | None]:
+        """:meth:`frontier` after the key ``after``, ``limit`` cells at most, and the last key given (None:
+        no cell is left): the projection reader's page, from a fold of the whole log."""
+        cells = [t for t in self.frontier(namespace, as_of) if t.state.key > after]
+        return cells[:limit], cells[limit - 1].state.key if len(cells) > limit else None

@@ -7,10 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# Debian's Chromium for the graph view's screenshot test; without it that one test skips with a reason.
+# Debian's Chromium for the browser tests (tests/browser: the memory inspector, the graph view's screenshot);
+# without it they skip with a reason.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   { apt-get install -y --no-install-recommends chromium || { apt-get update && apt-get install -y --no-install-recommends chromium; }
-  } > .venv/chromium-install.log 2>&1 || echo "chromium could not be installed: the screenshot test will skip" >&2
+  } > .venv/chromium-install.log 2>&1 || echo "chromium could not be installed: the browser tests will skip" >&2
 fi
 scripts/check.sh
 if [ "${PMEM_TEST_SKIP_PG:-}" != 1 ] && [ -z "${PMEM_TEST_PG:-}" ]; then

@@ -49,20 +49,31 @@ def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
 
 
 def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 200) -> dict[str, float]:
-    """PageRank by power iteration on networkx's Google matrix (``nx.pagerank`` would need scipy,
-    which P-Mem does not otherwise install)."""
-    nx = _networkx()
+    """PageRank by power iteration over the edge list (``nx.pagerank`` would need scipy, which P-Mem does
+    not install, and networkx's dense Google matrix costs n x n: gigabytes at 10,000 entities). The
+    same iteration as that matrix's: a dangling node's rank spreads evenly, teleport is uniform."""
     import numpy as np
 
     nodes = list(nxg)
-    m = nx.google_matrix(nxg, alpha=alpha, nodelist=nodes)
-    r = np.full(len(nodes), 1.0 / len(nodes))
+    if not nodes:
+        return {}
+    at = {v: i for i, v in enumerate(nodes)}
+    pairs = [(at[a], at[b]) for a, b in nxg.edges()]
+    ends = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    loops = ends[:, 0] == ends[:, 1]
+    src = np.concatenate([ends[:, 0], ends[~loops, 1]])  # an undirected edge both ways, a self-loop once
+    dst = np.concatenate([ends[:, 1], ends[~loops, 0]])
+    n = len(nodes)
+    degree = np.bincount(src, minlength=n).astype(float)
+    dangling = degree == 0
+    r = np.full(n, 1.0 / n)
     for _ in range(max_iter):
-        nxt = r @ m
-        if np.abs(nxt - r).sum() < tol:
-            r = nxt
-            break
+        moved = np.bincount(dst, weights=r[src] / degree[src], minlength=n)
+        nxt = alpha * moved + (alpha * r[dangling].sum() + 1.0 - alpha) / n
+        done = np.abs(nxt - r).sum() < tol
         r = nxt
+        if done:
+            break
     return {v: float(x) for v, x in zip(nodes, r, strict=True)}
 
 
@@ -182,15 +193,15 @@ COLOURS = {"persona": "#4e79a7", "event": "#f28e2b", "relationship": "#59a14f", 
            "contradicted": "#e15759", "revoked": "#b07aa1"}
 
 
+SPRING_MAX = 500  # networkx's spring layout switches to scipy's sparse solver at 500 nodes
+RING_STEP = 60  # pixels between the rings of a large graph's layout
+
+
 def to_html(d: Drawing, width: int = 960, height: int = 640) -> str:
     """One self-contained page: an inline SVG laid out here (no script, no external resource)."""
-    nx = _networkx()
-
-    nxg = nx.DiGraph()
-    nxg.add_nodes_from(i for i, _, _ in d.nodes)
-    nxg.add_edges_from((a, b) for a, b, _ in d.edges)
-    k = 2.0 / max(len(d.nodes), 1) ** 0.5  # more room than the default 1/sqrt(n): labels stay readable
-    pos = nx.spring_layout(nxg.to_undirected(), k=k, iterations=200, seed=1) if d.nodes else {}
+    pos = layout(d)
+    if len(d.nodes) >= SPRING_MAX:  # rings: give each ring room for its labels
+        width = height = max(width, 2 * RING_STEP * (len(rings(d)) + 1))
     pad = 80
 
     def xy(n: str) -> tuple[float, float]:
@@ -219,6 +230,43 @@ def to_html(d: Drawing, width: int = 960, height: int = 640) -> str:
             + "</head><body><h1>" + html.escape(d.title) + f"</h1><p>{len(d.nodes)} nodes, {len(d.edges)} edges. "
             + legend + " &middot; arrows: prerequisite / provenance, dashed: association</p>\n"
             + "\n".join(svg) + "\n</body></html>\n")
+
+
+def layout(d: Drawing) -> dict[str, tuple[float, float]]:
+    """Each node's position in [-1, 1]^2, with numpy alone (scipy is not a P-Mem dependency).
+
+    Below :data:`SPRING_MAX` nodes, networkx's force-directed spring layout (its dense solver). From
+    there on networkx would need scipy, and a force layout of thousands of labelled nodes is unreadable
+    anyway: the nodes go on concentric rings by degree (networkx's shell layout), hubs in the middle."""
+    nx = _networkx()
+    if not d.nodes:
+        return {}
+    if len(d.nodes) >= SPRING_MAX:
+        shells = rings(d)
+        pos = nx.shell_layout([n for ring in shells for n in ring], nlist=shells)
+    else:
+        g = nx.Graph()
+        g.add_nodes_from(i for i, _, _ in d.nodes)
+        g.add_edges_from((a, b) for a, b, _ in d.edges)
+        k = 2.0 / len(d.nodes) ** 0.5  # more room than the default 1/sqrt(n): labels stay readable
+        pos = nx.spring_layout(g, k=k, iterations=200, seed=1, method="force")
+    return {n: (float(x), float(y)) for n, (x, y) in pos.items()}
+
+
+def rings(d: Drawing, per_ring: int = 16) -> list[list[str]]:
+    """The nodes by degree (most first, then id), cut into rings of ``per_ring`` x the ring's number
+    (the first ring is the single busiest node, at the centre): outer rings are longer."""
+    degree: dict[str, int] = {i: 0 for i, _, _ in d.nodes}
+    for a, b, _ in d.edges:
+        for n in (a, b):
+            if n in degree:
+                degree[n] += 1
+    order = sorted(degree, key=lambda n: (-degree[n], n))
+    out, at, r = [order[:1]], 1, 1
+    while at < len(order):
+        out.append(order[at:at + per_ring * r])
+        at, r = at + per_ring * r, r + 1
+    return out
 
 
 def _networkx() -> Any:

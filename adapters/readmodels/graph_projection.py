@@ -4,13 +4,15 @@ Same pattern as :mod:`pmem.adapters.readmodels.sqlite_projection`: each batch of
 transaction that also moves this projection's row in ``pmem_tracking``, so rows and position never
 disagree; :meth:`GraphProjection.rebuild` drops the table and replays the log from index 1. A cell
 first met in a batch is seeded by folding its earlier events from the log. Reads
-(:meth:`GraphProjection.graph`) take the rows open at ``as_of`` and build the entity graph.
+(:meth:`GraphProjection.graph`) take the rows open at ``as_of`` and build the entity graph;
+:meth:`GraphProjection.graph_around` takes only the rows at a few entities (by the indexed ``subject`` and
+``obj`` columns), for a neighbourhood that must not cost the whole graph.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -26,13 +28,19 @@ from pmem.projections.graph import (
     EntityGraph,
     Fact,
     GraphProjector,
+    Row,
     build_graph,
+    entity_slug,
     fact_of,
+    split_key,
+    without_system,
 )
 from pmem.projections.replay import IndexedEvent, fold
 
 TABLE = "graph_facts"
 BATCH_SIZE = 2_000
+FACT = "key, value, status, trust, opened_at, node_type"  # a row as build_graph takes it
+CHUNK = 500  # entities per IN (...) list: under SQLite's and psycopg's parameter limits
 
 
 class GraphProjection(TrackedProjection):
@@ -45,13 +53,21 @@ class GraphProjection(TrackedProjection):
         super().__init__(conn, log, GraphProjector(), batch_size=batch_size)
 
     def create_tables(self) -> None:
-        if self._has_table() and self.stored_version() in (None, self.version):
+        if self._has_table() and not self._stale():
             self._key_index()
             return
         with self._transaction():
-            if self._has_table() and self.stored_version() not in (None, self.version):
+            if self._has_table() and self._stale():
                 self._drop()
             self._create()
+
+    def _stale(self) -> bool:
+        """The table was written by another schema version (or, before the version was tracked, has
+        other columns): it is dropped and rebuilt from the log."""
+        if self.stored_version() not in (None, self.version):
+            return True
+        described = self.conn.execute(f"SELECT * FROM {TABLE} LIMIT 0").description
+        return [d[0] for d in described] != list(COLUMNS)
 
     def _has_table(self) -> bool:
         return {TABLE, TRACKING} <= self.conn.names()
@@ -62,6 +78,8 @@ class GraphProjection(TrackedProjection):
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_open ON {TABLE}(cell_id) "
                           "WHERE closed_at IS NULL")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_ns ON {TABLE}(namespace, opened_at)")
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_subject ON {TABLE}(namespace, subject)")
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_obj ON {TABLE}(namespace, obj)")
         self._key_index()
 
     @property
@@ -89,8 +107,10 @@ class GraphProjection(TrackedProjection):
         self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), rows)
 
     def _forget_cells(self, cells: list[str]) -> None:
-        """The rows of a forgotten cell's past heads keep their periods; their values are forgotten."""
-        self.conn.executemany(f"UPDATE {TABLE} SET value=? WHERE cell_id=?", [(FORGOTTEN_TEXT, c) for c in cells])
+        """The rows of a forgotten cell's past heads keep their periods; their values (and the values'
+        entities) are forgotten."""
+        self.conn.executemany(f"UPDATE {TABLE} SET value=?, obj=NULL WHERE cell_id=?",
+                              [(FORGOTTEN_TEXT, c) for c in cells])
 
     def _seed(self, ids: set[UUID], upto: int) -> None:
         """Fold the earlier events of cells not in memory (a new cell has none) and load its open row."""
@@ -107,7 +127,7 @@ class GraphProjection(TrackedProjection):
         """The entity graph of ``namespace`` as of event index ``as_of`` (default: now)."""
         n = self.position() if as_of is None else as_of
         rows = self.conn.execute(
-            f"SELECT key, value, status, trust, opened_at, node_type FROM {TABLE} WHERE namespace=? AND opened_at<=? "
+            f"SELECT {FACT} FROM {TABLE} WHERE namespace=? AND opened_at<=? "
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
         return build_graph(rows)
 
@@ -123,3 +143,27 @@ class GraphProjection(TrackedProjection):
             "AND (closed_at IS NULL OR closed_at>?) ORDER BY key", (namespace, subject, f"{subject}/", n, n))
         return [fact_of(*r) for r in rows if (r[0].startswith(lo) or r[0] == subject) and r[1] != FORGOTTEN_TEXT
                 and not r[0].startswith(DECLARED_PREFIX)]
+
+    def graph_around(self, namespace: str, entities: Collection[str], as_of: int | None = None) -> EntityGraph:
+        """The part of :meth:`graph` at ``entities``: their facts, the facts whose value is one of them, the
+        facts sharing a value with theirs (their association edges) and the declared prerequisites.
+        Exact for ``entities`` (text, type, facts, every edge at them); other entities in it are partial.
+        Reads only those rows (indexed), so its cost grows with the neighbourhood, not the store."""
+        n = self.position() if as_of is None else as_of
+        wanted = set(entities)
+        about = self._rows_at(namespace, n, "subject", wanted) | self._rows_at(namespace, n, "obj", wanted)
+        shared = {entity_slug(r[1]) for r in about if split_key(r[0])[0] in wanted} - wanted
+        rows = about | self._rows_at(namespace, n, "obj", shared)
+        rows |= self._rows_at(namespace, n, "subject", {split_key(DECLARED_PREFIX)[0]})
+        return without_system(build_graph(sorted(rows, key=lambda r: (r[4], r[0]))))
+
+    def _rows_at(self, namespace: str, n: int, column: str, slugs: set[str]) -> set[Row]:
+        """The rows open at ``n`` whose ``column`` (``subject`` or ``obj``) is one of ``slugs``."""
+        out: set[Row] = set()
+        ordered = sorted(slugs)
+        for i in range(0, len(ordered), CHUNK):
+            part = ordered[i:i + CHUNK]
+            out.update(tuple(r) for r in self.conn.execute(
+                f"SELECT {FACT} FROM {TABLE} WHERE namespace=? AND {column} IN ({', '.join('?' * len(part))}) "
+                "AND opened_at<=? AND (closed_at IS NULL OR closed_at>?)", (namespace, *part, n, n)))
+        return out

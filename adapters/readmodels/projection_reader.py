@@ -34,6 +34,12 @@ _AS_OF = ("SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
           "WHERE c.namespace = :ns AND s.from_index <= :n AND (s.to_index IS NULL OR s.to_index > :n) "
           f"AND s.status IN ({OPEN_SQL}) ORDER BY c.key, s.vid")
 
+# One page of keys for :meth:`ProjectionReader.frontier_page`: the next ``limit`` cells by key (the
+# ``cells_namespace_key`` index), then the open versions of those cells alone, by the key range they span.
+_KEYS = ("SELECT key FROM cells WHERE namespace = :ns AND key > :after AND first_index <= :n "
+         "ORDER BY key LIMIT :limit")
+_RANGE = "c.namespace = :ns AND c.key > :after AND c.key <= :last"
+
 
 class ProjectionReader:
     """The read side the Store uses: the same methods as ``ReplayReader``, answered from tables."""
@@ -58,14 +64,34 @@ class ProjectionReader:
         n = FOREVER if as_of is None else as_of
         with self._snapshot():
             rows = self.conn.execute(_NOW if n == FOREVER else _AS_OF, {"ns": namespace, "n": n}).fetchall()
-            grouped: dict[str, tuple[str, list[tuple[str, str]]]] = {}
-            for cid, key, value, status in rows:
-                grouped.setdefault(cid, (key, []))[1].append((value, status))
-            out = []
-            for cid, (key, pairs) in grouped.items():
-                cell = self._cell(cid, n) if with_versions else summarize(namespace, key, pairs)
-                if cell is not None and cell.value is not None:
-                    out.append(cell)
+            return self._cells(namespace, n, rows, with_versions)
+
+    def frontier_page(self, namespace: str, as_of: int | None = None, *, after: str = "", limit: int,
+                      with_versions: bool = True) -> tuple[list[ProjectedCell], str | None]:
+        """The cells with a head as of ``as_of`` among the next ``limit`` keys after ``after``, by key, and
+        the last key looked at (None: no key is left). Costs what ``limit`` cells cost, whatever the
+        namespace holds: the keys come from the index, the versions by their key range."""
+        n = FOREVER if as_of is None else as_of
+        with self._snapshot():
+            keys = [k for (k,) in self.conn.execute(_KEYS, {"ns": namespace, "after": after, "n": n,
+                                                            "limit": limit}).fetchall()]
+            if not keys:
+                return [], None
+            sql = (_NOW if n == FOREVER else _AS_OF).replace("c.namespace = :ns", _RANGE)
+            rows = self.conn.execute(sql, {"ns": namespace, "n": n, "after": after, "last": keys[-1]}).fetchall()
+            out = self._cells(namespace, n, rows, with_versions)
+        return out, keys[-1] if len(keys) == limit else None
+
+    def _cells(self, namespace: str, n: int, rows: list[Any], with_versions: bool) -> list[ProjectedCell]:
+        """The non-empty cells of ``rows`` (cell_id, key, value, status of each open version), in order."""
+        grouped: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+        for cid, key, value, status in rows:
+            grouped.setdefault(cid, (key, []))[1].append((value, status))
+        out = []
+        for cid, (key, pairs) in grouped.items():
+            cell = self._cell(cid, n) if with_versions else summarize(namespace, key, pairs)
+            if cell is not None and cell.value is not None:
+                out.append(cell)
         return out
 
     def _cell(self, cid: str, n: int) -> ProjectedCell | None:

@@ -65,6 +65,10 @@ def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any
     from pmem.adapters.servers import http_routes  # imports fastapi at its top: only once it is known installed
 
     http_routes.install(app, rt)
+    from pmem.adapters.servers import http_inspect, ui  # the memory inspector: its reads, and its page at /ui
+
+    http_inspect.install(app, rt)
+    ui.install(app)
     return app
 
 

@@ -11,6 +11,9 @@ A :class:`GuardedStore` wraps an open :class:`~pmem.adapters.service.store.Store
   and the receipt says so (``"trust_capped": {"claimed", "applied"}``); a missing trust means the cap.
   Ingest goes through the same rewriting, below the extractor and annotator.
 
+The memory inspector's reads (:meth:`GuardedStore.inspection`, docs/inspector.md) take the same namespace
+check as every other read; they are read-only, so a read-only credential may make them.
+
 Without a credential (``pmem serve --insecure-local``) everything is allowed and nothing is rewritten.
 Results are plain JSON-able dicts in the shapes the CLI prints (each view's own ``to_dict``).
 
@@ -30,6 +33,7 @@ from pmem.domain.errors import Forbidden, InvalidBatch, InvalidOperation, RetryC
 from pmem.domain.operations import Operation, checked_count, checked_namespace, parse_operation
 
 if TYPE_CHECKING:
+    from pmem.adapters.service.inspecting import Inspection
     from pmem.adapters.service.store import Store
 
 MAX_PAGE = 1000
@@ -108,9 +112,8 @@ class GuardedStore:
         page starts after ``cursor`` (the last key of the page before)."""
         checked_count(limit, "limit", f"a page size from 1 to {MAX_PAGE}", minimum=1)
         limit = min(limit, MAX_PAGE)
-        cells = self.store.frontier(as_of=as_of, disclose=disclose, namespace=self._readable(namespace))
-        if cursor is not None:
-            cells = [c for c in cells if c.key > cursor]
+        cells = self.store.frontier(as_of=as_of, disclose=disclose, namespace=self._readable(namespace),
+                                    after=cursor, limit=limit + 1)  # one more: is there a next page?
         page = cells[:limit]
         more = len(cells) > limit
         return {"cells": [c.to_dict() for c in page], "next_cursor": page[-1].key if more else None}
@@ -149,6 +152,12 @@ class GuardedStore:
         out = graph_view.export(graph_view.entity_drawing(g), "json")
         assert isinstance(out, dict)
         return out
+
+    def inspection(self, namespace: str | None = None) -> Inspection:
+        """The memory inspector's reads (docs/inspector.md) over one namespace the credential may read."""
+        from pmem.adapters.service.inspecting import Inspection
+
+        return Inspection(self.store, self._readable(namespace))
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
         """``pmem stats`` (counts over the whole store and projection lag: no namespace's data)."""

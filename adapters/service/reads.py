@@ -31,6 +31,7 @@ from pmem.projections.frontier_view import ProjectedCell
 from pmem.projections.replay import IndexedEvent, ReplayReader, Timeline, empty_view, fold
 
 LOG_PAGE = 5_000  # rows per read of ``log``
+PAGE_KEYS = 5_000  # keys a paged frontier read looks at per round
 DISCLOSURES = frozenset({"history", "alternatives", "support"})
 
 
@@ -57,14 +58,37 @@ class Reads:
         return {k: found[cid].view() if cid in found else empty_view(ns, k) for cid, k in ids.items()}
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
-                 namespace: str | None = None, system: bool = False) -> list[CellView]:
+                 namespace: str | None = None, system: bool = False, after: str | None = None,
+                 limit: int | None = None) -> list[CellView]:
         ns, as_of, modes = self.namespace(namespace), checked_as_of(as_of), disclosures(disclose)
         system = checked_flag(system, "system")
+        if after is not None and not isinstance(after, str):
+            raise InvalidOperation(f"after must be a key, got {type(after).__name__}", field="after")
+        limit = optional_count(limit, "limit", "a positive number of cells", minimum=1)
+        if limit is not None or after is not None:
+            return self._frontier_page(ns, as_of, modes, system, after or "", limit)
         with self.w.lock:
             reader = self.caught_up_reader(ns, as_of)
             cells: Sequence[Timeline | ProjectedCell] = reader.frontier(ns, as_of, with_versions=bool(modes))
         views = (t.view(modes) for t in cells)
         return list(views) if system else [v for v in views if not is_system_key(v.key)]
+
+    def _frontier_page(self, ns: str, as_of: int | None, modes: Any, system: bool, after: str,
+                       limit: int | None) -> list[CellView]:
+        """The first ``limit`` (None: every) non-empty cells after the key ``after``, read a page of keys at
+        a time, so the first page of a large namespace costs one page."""
+        out: list[CellView] = []
+        keys = PAGE_KEYS if limit is None else min(max(2 * limit, 64), PAGE_KEYS)  # a few empty or system cells
+        while limit is None or len(out) < limit:
+            with self.w.lock:
+                reader = self.caught_up_reader(ns, as_of)
+                cells, last = reader.frontier_page(ns, as_of, after=after, limit=keys, with_versions=bool(modes))
+            views = (t.view(modes) for t in cells)
+            out += views if system else (v for v in views if not is_system_key(v.key))
+            if last is None:
+                break
+            after = last
+        return out if limit is None else out[:limit]
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         ns, as_of = self.namespace(namespace), checked_as_of(as_of)

@@ -119,6 +119,18 @@ class Searches:
         return g
 
 
+    def graph_around(self, entities: Iterable[str], *, as_of: int | None = None,
+                     namespace: str | None = None) -> EntityGraph:
+        """The part of the entity graph at ``entities`` (the graph projection's ``graph_around``)."""
+        ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
+        with self.w.lock:
+            projection = self.w.projections["graph"]
+            projection.catch_up()
+            projection.check_readable(ns, as_of)
+            g: EntityGraph = projection.graph_around(ns, set(entities), as_of)
+        return g
+
+
 def multihop_options(mode: str, hops: object, iterative: object) -> tuple[int, Any]:
     """``(hops, planner)`` of a read: ``hops`` from 0 to :data:`~.reader.MAX_HOPS`, and the LLM lookup
     planner when ``iterative`` (configured by ``PMEM_LLM_BASE``); both read cells only."""

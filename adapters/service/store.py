@@ -125,10 +125,14 @@ class ReadApi(_Parts):
         return self._reads.get_many(keys, namespace=namespace)
 
     def frontier(self, *, as_of: int | None = None, disclose: Iterable[str] = (),
-                 namespace: str | None = None, system: bool = False) -> list[CellView]:
+                 namespace: str | None = None, system: bool = False, after: str | None = None,
+                 limit: int | None = None) -> list[CellView]:
         """Every non-empty cell of the namespace, by key; P-Mem's own cells (keys starting with ``_``, such
-        as the soft-identity aliases ``_alias.*``) only with ``system``."""
-        return self._reads.frontier(as_of=as_of, disclose=disclose, namespace=namespace, system=system)
+        as the soft-identity aliases ``_alias.*``) only with ``system``. One page: ``after`` (the cells
+        whose key sorts after it: the last key of the page before) and ``limit`` (at most that many); a
+        page is read from the store a page at a time, so it costs what its cells cost, not the namespace."""
+        return self._reads.frontier(as_of=as_of, disclose=disclose, namespace=namespace, system=system,
+                                    after=after, limit=limit)
 
     def history(self, key: str, *, as_of: int | None = None, namespace: str | None = None) -> History:
         """Every version the cell has held or been offered, with status and open intervals."""
@@ -190,6 +194,13 @@ class SearchApi(_Parts):
         """The open facts of each entity slug (keys ``<slug>.<relation>``) as of ``as_of``: what
         ``graph(as_of=...).entities[slug].facts`` holds, read by key without building the graph."""
         return self._searches.facts_of(subjects, as_of=as_of, namespace=namespace)
+
+    def graph_around(self, entities: Iterable[str], *, as_of: int | None = None,
+                     namespace: str | None = None) -> EntityGraph:
+        """The part of the entity graph at ``entities`` (slugs) as of ``as_of``: their facts and every edge
+        at them (no embedding associations, no P-Mem cells), read from those entities' rows only, so it
+        costs what the neighbourhood holds, not the store. Other entities in it are partial."""
+        return self._searches.graph_around(entities, as_of=as_of, namespace=namespace)
 
     @property
     def embedder(self) -> Embedder:

@@ -90,6 +90,8 @@ def test_the_wheel_holds_one_top_level_package_and_the_embedder_data(wheel: Path
     assert not any(n.startswith(tuple(f"{layer}/" for layer in LAYERS)) for n in names)
     data = "pmem/adapters/embedders/data/all-MiniLM-L6-v2/"
     assert {data + "tokenizer.json", data + "NOTICE"} <= set(names)
+    ui = "pmem/adapters/servers/ui/assets/"  # the memory inspector's page (docs/inspector.md)
+    assert {ui + "index.html", ui + "inspector.js", ui + "inspector.css"} <= set(names)
     # Every module of each layer is inside pmem/, and nothing else came along (no tests, no scripts).
     sources = {f"pmem/{layer}/{p.relative_to(ROOT / layer).as_posix()}" for layer in LAYERS
                for p in (ROOT / layer).rglob("*.py")}

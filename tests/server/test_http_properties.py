@@ -86,7 +86,7 @@ def _q(**params: Any) -> dict[str, Any]:
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[str, str, dict[str, Any], Any]:
     route = draw(st.sampled_from(["get", "history", "frontier", "search", "read", "ops", "ingest", "log", "next",
-                                  "graph", "stats", "unknown"]))
+                                  "graph", "stats", "inspect", "unknown"]))
     ns = draw(st.one_of(st.none(), st.sampled_from(["a", "b", "a2", "zz", " "]), params_text))
     common = {"namespace": ns}
     if route in ("get", "history"):
@@ -115,7 +115,25 @@ def requests(draw: st.DrawFn) -> tuple[str, str, dict[str, Any], Any]:
                                       as_of=draw(loose)), None
     if route == "stats":
         return "GET", "/v1/stats", _q(**common), None
+    if route == "inspect":
+        return draw(inspect_requests(common))
     return draw(st.sampled_from(["GET", "POST", "DELETE"])), "/v1/" + quote(draw(path_key), safe=""), {}, None
+
+
+def inspect_requests(common: dict[str, Any]) -> st.SearchStrategy[tuple[str, str, dict[str, Any], Any]]:
+    """The memory inspector's routes (adapters/servers/http_inspect.py)."""
+    key = path_key.map(lambda k: quote(k, safe=""))
+    return st.one_of(
+        st.just(("GET", "/v1/inspect/summary", _q(**common), None)),
+        st.builds(lambda k, a: ("GET", f"/v1/inspect/cells/{k}/events", _q(**common, as_of=a), None), key, loose),
+        st.builds(lambda a, b, n: ("GET", "/v1/inspect/changes", _q(**common, since=a, until=b, limit=n), None),
+                  loose, loose, loose),
+        st.builds(lambda a, c, n, t, cur, lim: ("GET", "/v1/inspect/frontier", _q(
+            **common, as_of=a, contested=c, since=n, node_type=t, cursor=cur, limit=lim), None),
+            loose, st.one_of(loose, st.sampled_from(["true", "1"])), loose,
+            st.one_of(loose, st.sampled_from(["event", "persona", "relationship"])), loose, loose),
+        st.builds(lambda o, a, d: ("GET", "/v1/inspect/neighbourhood", _q(**common, of=o, as_of=a, depth=d), None),
+                  loose, loose, loose))
 
 
 def test_no_input_gets_a_500(app_client: tuple[TestClient, Keys, str]) -> None:
@@ -181,6 +199,10 @@ def _random_request(rng: random.Random, who: str, n: int) -> tuple[str, str, dic
         ("GET", f"/v1/cells/{key}/history", params, None),
         ("GET", "/v1/frontier", {**params, "limit": 50}, None),
         ("GET", "/v1/log", {**params, "after": rng.randint(0, 2000), "limit": 50}, None),
+        ("GET", f"/v1/inspect/cells/{key}/events", params, None),
+        ("GET", "/v1/inspect/changes", {**params, "since": rng.randint(0, 2000)}, None),
+        ("GET", "/v1/inspect/frontier", {**params, "since": rng.randint(0, 2000), "limit": 50}, None),
+        ("GET", "/v1/inspect/neighbourhood", {**params, "of": key}, None),
     ])
 
 
