@@ -5,7 +5,8 @@ Setup (untimed): a store of ``--cells`` cells (``item N`` = ``value N``), writte
 batches and caught up (frontier and vectors), and one credential. Then ``pmem serve`` starts on a free
 loopback port and is warmed (a few requests of each kind).
 
-Measured, with ``--clients`` concurrent clients (processes, one keep-alive ``http.client`` connection each):
+Measured, with ``--clients`` concurrent clients (processes, one keep-alive ``http.client`` connection
+each):
 
 * ``get``: ``GET /v1/cells/{key}`` of random cells, p50 and p99 of each request's latency;
 * ``search``: ``GET /v1/search?q=item N&k=12``, p50 and p99;
@@ -14,8 +15,9 @@ Measured, with ``--clients`` concurrent clients (processes, one keep-alive ``htt
   the clients, the loopback and uvicorn cost by themselves on this machine;
 
 and, for each, the server processes' CPU milliseconds per request (from /proc: what the server spends,
-whatever the clients and the machine's other jobs do to the latencies). The baseline, the same query through the CLI (``pmem --db STORE get KEY``, ``pmem search``,
-``pmem accept``), a fresh process each, ``--cli-samples`` times one after another: p50, p99 and ops/s,
+whatever the clients and the machine's other jobs do to the latencies). The baseline, the same query
+through the CLI (``pmem --db STORE get KEY``, ``pmem search``, ``pmem accept``), a fresh process each,
+``--cli-samples`` times one after another: p50, p99 and ops/s,
 with the ratio (CLI p50 / HTTP p50, HTTP ops/s / CLI ops/s).
 
 ``mcp_stdio_roundtrip``: the MCP ``get`` round trip over stdio (one ``pmem mcp`` process, the SDK's
@@ -99,6 +101,13 @@ Request = Callable[[random.Random, int], tuple[str, str, bytes | None]]  # (meth
 def _client(port: int, token: str, request: Request, seed: int, count: int, start: Any, out: Any) -> None:
     """One client process: ``count`` requests on one keep-alive connection, each timed from sending to
     the last byte read; the seconds go back through ``out`` (a pipe)."""
+    try:
+        _requests(port, token, request, seed, count, start, out)
+    except Exception as e:  # the parent reads one message per client: the error instead of the latencies
+        out.send(f"client {seed}: {type(e).__name__}: {e}")
+
+
+def _requests(port: int, token: str, request: Request, seed: int, count: int, start: Any, out: Any) -> None:
     rng = random.Random(seed)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
