@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -61,44 +62,70 @@ async def call(session: ClientSession, tool_call: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": tool_call.id, "content": content}
 
 
-def written_call(content: str | None, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A tool call the model wrote as text (``{"name": ..., "arguments": {...}}``, maybe in a code fence),
-    as small models do when their server does not parse tool calls; None when the text is an answer."""
-    text = (content or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
-        return None
+TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def written_calls(content: str | None, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls a model wrote as text instead of as structured ``tool_calls``, as small models do:
+    Qwen's own ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one or more), or the bare
+    object, maybe in a code fence. Arguments may also be a JSON string or be called ``parameters``. Only
+    calls of known tools count: anything else is the model's answer, and this returns []."""
+    text = (content or "").strip()
+    pieces = TAGGED.findall(text) or [FENCED.sub(r"\1", text)]
     names = {t["function"]["name"] for t in tools}
-    if isinstance(obj, dict) and obj.get("name") in names and isinstance(obj.get("arguments"), dict):
-        return {"name": obj["name"], "arguments": {k: v for k, v in obj["arguments"].items() if v is not None}}
-    return None
+    calls = []
+    for piece in pieces:
+        try:
+            obj = json.loads(FENCED.sub(r"\1", piece.strip()))
+        except json.JSONDecodeError:
+            return []
+        args = obj.get("arguments", obj.get("parameters")) if isinstance(obj, dict) else None
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                return []
+        if not isinstance(obj, dict) or obj.get("name") not in names or not isinstance(args, dict):
+            return []
+        calls.append({"name": obj["name"], "arguments": {k: v for k, v in args.items() if v is not None}})
+    return calls
 
 
 async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,
-              completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS) -> str:
-    """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``."""
+              completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS,
+              trace: Callable[[dict[str, Any]], None] = lambda message: None) -> str:
+    """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``
+    (``trace`` sees every message of the conversation as it is added, the answer last)."""
     token = token or os.environ.get("PMEM_TOKEN")
     args = ["--db", db, "mcp"] + ([] if token else ["--insecure-local"])
     params = StdioServerParameters(command=pmem_command(), args=args, env={"PMEM_TOKEN": token} if token else None)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = openai_tools((await session.list_tools()).tools)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+        messages: list[dict[str, Any]] = []
+
+        def add(message: dict[str, Any]) -> None:
+            messages.append(message)
+            trace(message)
+
+        add({"role": "system", "content": SYSTEM})
+        add({"role": "user", "content": question})
         for _ in range(max_turns):
             response = await completion(model=model, messages=messages, tools=tools, api_base=api_base,
                                         api_key=os.environ.get("PMEM_LLM_KEY", "none"))
             message = response.choices[0].message
-            written = None if message.tool_calls else written_call(message.content, tools)
-            if not message.tool_calls and written is None:
+            written = [] if message.tool_calls else written_calls(message.content, tools)
+            if not message.tool_calls and not written:
+                trace({"role": "assistant", "content": message.content})
                 return str(message.content or "")
-            messages.append(message.model_dump(exclude_none=True))
-            if written is not None:  # no tool-call parsing on the server: answer as the user
-                result = await session.call_tool(written["name"], written["arguments"])
+            add(message.model_dump(exclude_none=True))
+            for w in written:  # the server returned the call as text: its result comes back as the user
+                result = await session.call_tool(w["name"], w["arguments"])
                 text = "\n".join(c.text for c in result.content if c.type == "text")
-                messages.append({"role": "user", "content": f"Result of {written['name']}: {text}"})
+                add({"role": "user", "content": f"Result of {w['name']}: {text}"})
             for tool_call in message.tool_calls or ():
-                messages.append(await call(session, tool_call))
+                add(await call(session, tool_call))
     return "(no answer: the model kept calling tools)"
 
 
@@ -108,8 +135,14 @@ def main() -> None:
     p.add_argument("--db", default=os.environ.get("PMEM_DB", "pmem.db"))
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--api-base", default=os.environ.get("PMEM_LLM_BASE"))
+    p.add_argument("--trace", action="store_true", help="print every message to stderr as it is added")
     a = p.parse_args()
-    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base)))
+
+    def trace(message: dict[str, Any]) -> None:
+        if a.trace:
+            print(json.dumps(message, default=str), file=sys.stderr, flush=True)
+
+    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base, trace=trace)))
 
 
 if __name__ == "__main__":
