@@ -20,7 +20,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +94,17 @@ def written_calls(content: str | None, tools: list[dict[str, Any]]) -> list[dict
 
 async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,
               completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS,
-              trace: Callable[[dict[str, Any]], None] = lambda message: None) -> str:
+              trace: Callable[[dict[str, Any]], None] = lambda message: None,
+              only: Sequence[str] = ()) -> str:
     """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``
-    (``trace`` sees every message of the conversation as it is added, the answer last)."""
+    (``trace`` sees every message of the conversation as it is added, the answer last; ``only``: hand
+    the model just these tools, a shorter prompt for a small model on a slow machine)."""
     token = token or os.environ.get("PMEM_TOKEN")
     args = ["--db", db, "mcp"] + ([] if token else ["--insecure-local"])
     params = StdioServerParameters(command=pmem_command(), args=args, env={"PMEM_TOKEN": token} if token else None)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        tools = openai_tools((await session.list_tools()).tools)
+        tools = openai_tools([t for t in (await session.list_tools()).tools if not only or t.name in only])
         messages: list[dict[str, Any]] = []
 
         def add(message: dict[str, Any]) -> None:
@@ -136,13 +138,15 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--api-base", default=os.environ.get("PMEM_LLM_BASE"))
     p.add_argument("--trace", action="store_true", help="print every message to stderr as it is added")
+    p.add_argument("--tools", default="", help="comma list: hand the model only these tools (default: all)")
     a = p.parse_args()
 
     def trace(message: dict[str, Any]) -> None:
         if a.trace:
             print(json.dumps(message, default=str), file=sys.stderr, flush=True)
 
-    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base, trace=trace)))
+    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base, trace=trace,
+                              only=[t for t in a.tools.split(",") if t])))
 
 
 if __name__ == "__main__":

@@ -124,3 +124,12 @@ def test_mcp_tools_become_openai_function_tools() -> None:
 
     assert agent.openai_tools([Tool()]) == [{"type": "function", "function": {
         "name": "get", "description": "one fact", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_only_the_named_tools_are_handed_to_the_model(tmp_path: Path) -> None:
+    agent = load_agent()
+    model = ScriptedModel([{"mock_response": "Nothing to do."}])
+    answer = asyncio.run(agent.ask("Hello.", db=str(tmp_path / "mem.db"), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model, only=["read", "remember"]))
+    assert answer == "Nothing to do."
+    assert sorted(t["function"]["name"] for t in model.sent[0]["tools"]) == ["read", "remember"]
