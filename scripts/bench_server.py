@@ -20,6 +20,10 @@ through the CLI (``pmem --db STORE get KEY``, ``pmem search``, ``pmem accept``),
 ``--cli-samples`` times one after another: p50, p99 and ops/s,
 with the ratio (CLI p50 / HTTP p50, HTTP ops/s / CLI ops/s).
 
+``--compare-router``: also ``get`` through two one-process servers on the same store, in alternating
+rounds: ``pmem serve`` and the same app without the short way for hot reads (FastAPI's router answers
+every route), p50, p99 and the median of the rounds' server CPU per request.
+
 ``mcp_stdio_roundtrip``: the MCP ``get`` round trip over stdio (one ``pmem mcp`` process, the SDK's
 client session), p50, and its ratio to the CLI ``get`` p50 above.
 
@@ -30,7 +34,7 @@ query embedding then adds its own few milliseconds to each search).
 Run it with the project's virtualenv:
 
     .venv/bin/python scripts/bench_server.py [--quick] [--cells 100000] [--clients 8] [--requests 2000]
-        [--cli-samples 20] [--embedder hashing|onnx] [--workers 2] [--store DIR] [--json out.json]
+        [--cli-samples 20] [--embedder hashing|onnx] [--workers 2] [--compare-router] [--store DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import multiprocessing
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,10 +82,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(db: str, port: int, embedder: str, workers: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([PMEM_BIN, "--db", db, "--embedder", embedder, "serve", "--port", str(port),
-                             "--workers", str(workers)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start_server(db: str, port: int, embedder: str, workers: int,
+                 command: list[str] | None = None) -> subprocess.Popen[bytes]:
+    """``pmem serve`` (or ``command``) on ``port``, once its ``/healthz`` answers."""
+    command = command or [PMEM_BIN, "--db", db, "--embedder", embedder, "serve", "--port", str(port),
+                          "--workers", str(workers)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     while True:
         if proc.poll() is not None:
@@ -287,6 +294,43 @@ def store_for(a: argparse.Namespace, folder: Path) -> tuple[str, str]:
     return str(db), token
 
 
+# The app without the short way for hot reads (FastAPI's router answers every route), served as
+# ``pmem serve --workers 1`` serves its app: what --compare-router measures the short way against.
+ROUTER_ONLY = """
+import sys, uvicorn
+from pmem.adapters.servers.http_api import create_app
+from pmem.adapters.servers.http_protocol import NoDelayProtocol
+db, port, embedder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+app = create_app(db, settings={"embedder": embedder}, fast_reads=False)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=NoDelayProtocol)
+"""
+
+
+def compare_router(db: str, token: str, a: argparse.Namespace, rounds: int = 6) -> dict[str, Any]:
+    """``get`` through two one-process servers on the same store, in alternating rounds (the first a
+    warm-up): ``pmem serve`` (the short way) and the same app with FastAPI's router answering it."""
+    servers = {}
+    for name in ("short_way", "router_only"):
+        port = free_port()
+        command = None if name == "short_way" else [sys.executable, "-c", ROUTER_ONLY, db, str(port), a.embedder]
+        servers[name] = (port, start_server(db, port, a.embedder, 1, command))
+    seen: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in servers}
+    try:
+        for n in range(rounds):
+            for name, (port, proc) in servers.items():
+                lat, _, cpu = concurrent(port, token, a.clients, a.requests // (rounds - 1), lambda r, i: (
+                    "GET", _quoted(f"/v1/cells/item {r.randrange(a.cells)}"), None), [proc.pid])
+                if n and cpu is not None:
+                    seen[name][0].extend(lat)
+                    seen[name][1].append(cpu)
+    finally:
+        for _, proc in servers.values():
+            proc.terminate()
+            proc.wait(timeout=60)
+    return {name: _row(f"get, one process, {name}", lat, statistics.median(cpus) if cpus else None)
+            for name, (lat, cpus) in seen.items()}
+
+
 QUICK = {"cells": 20_000, "requests": 800, "cli_samples": 5}
 
 
@@ -301,6 +345,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true",
                    help=f"a smaller run (under 2 minutes): {', '.join(f'--{k} {v}' for k, v in QUICK.items())}")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--compare-router", dest="compare_router", action="store_true",
+                   help="also: get through one-process servers with and without the short way for hot reads")
     p.add_argument("--store", help="keep the store here and reuse it on later runs with the same --cells "
                                    "(default: a temporary one)")
     a = p.parse_args()
@@ -319,6 +365,8 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=60)
+        if a.compare_router:
+            res["get_one_process"] = compare_router(db, token, a)
     print(json.dumps(res, indent=2))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
