@@ -63,33 +63,37 @@ async def call(session: ClientSession, tool_call: Any) -> dict[str, Any]:
 
 
 TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-FENCED = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 def written_calls(content: str | None, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tool calls a model wrote as text instead of as structured ``tool_calls``, as small models do:
-    Qwen's own ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one or more), or the bare
-    object, maybe in a code fence. Arguments may also be a JSON string or be called ``parameters``. Only
+    Qwen's own ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one or more), else the first
+    JSON object in the text that names a tool (in a code fence, or with its braces doubled as a template's
+    are: ``{{"name": ...}}``). Arguments may also be a JSON string or be called ``parameters``. Only
     calls of known tools count: anything else is the model's answer, and this returns []."""
     text = (content or "").strip()
-    pieces = TAGGED.findall(text) or [FENCED.sub(r"\1", text)]
     names = {t["function"]["name"] for t in tools}
-    calls = []
-    for piece in pieces:
+    calls = [_first_call(piece, names) for piece in TAGGED.findall(text) or [text]]
+    return [c for c in calls if c is not None] if all(calls) else []
+
+
+def _first_call(text: str, names: set[str]) -> dict[str, Any] | None:
+    """The first ``{"name": TOOL, "arguments": {...}}`` that starts at one of the text's braces."""
+    decoder = json.JSONDecoder()
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
         try:
-            obj = json.loads(FENCED.sub(r"\1", piece.strip()))
+            obj, _ = decoder.raw_decode(text, start)
         except json.JSONDecodeError:
-            return []
+            continue
         args = obj.get("arguments", obj.get("parameters")) if isinstance(obj, dict) else None
         if isinstance(args, str):
             try:
                 args = json.loads(args)
             except json.JSONDecodeError:
-                return []
-        if not isinstance(obj, dict) or obj.get("name") not in names or not isinstance(args, dict):
-            return []
-        calls.append({"name": obj["name"], "arguments": {k: v for k, v in args.items() if v is not None}})
-    return calls
+                continue
+        if isinstance(obj, dict) and obj.get("name") in names and isinstance(args, dict):
+            return {"name": obj["name"], "arguments": {k: v for k, v in args.items() if v is not None}}
+    return None
 
 
 async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,

@@ -108,6 +108,12 @@ TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n i
                                                                                    "arguments": {"question": "PB?"}}]),
     ('```\n{"name": "remember", "arguments": "{\\"text\\": \\"hi\\"}"}\n```', [{"name": "remember",
                                                                                      "arguments": {"text": "hi"}}]),
+    # Qwen2.5-Coder-1.5B on the local route, 2026-12-02: braces doubled, as in a template
+    ('{{"name": "read", "arguments": {"question": "My 5K PB?", "budget": 10, "namespace": null}}}',
+     [{"name": "read", "arguments": {"question": "My 5K PB?", "budget": 10}}]),
+    ('Sure, I will remember that: {"name": "remember", "arguments": {"text": "PB 25:50"}}',
+     [{"name": "remember", "arguments": {"text": "PB 25:50"}}]),
+    ("Your PB is {25:50}.", []),
     ('{"name": "delete_everything", "arguments": {}}', []),
     ('<tool_call>{"name": "read", "arguments": {}}</tool_call><tool_call>not json</tool_call>', []),
     ('{"answer": 42}', []), ("Your PB is 25:50.", []), ("", []), (None, []),
