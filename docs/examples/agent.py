@@ -34,6 +34,8 @@ SYSTEM = ("You are an assistant with a long-term memory (the tools). Before answ
           "`remember` with their words. Claims are marked (source, trust N): believe the higher trust. "
           "Answer briefly.")
 MAX_TURNS = 6
+# temperature 0 in every turn: a tool call wants the model's most likely reading, and a small model
+# sampled at its server's default (0.8 on llama.cpp) wandered off the format.
 
 Completion = Callable[..., Awaitable[Any]]
 
@@ -119,7 +121,7 @@ async def ask(question: str, *, db: str, model: str, api_base: str | None = None
         add({"role": "user", "content": question})
         for _ in range(max_turns):
             response = await completion(model=model, messages=messages, tools=tools, api_base=api_base,
-                                        api_key=os.environ.get("PMEM_LLM_KEY", "none"))
+                                        api_key=os.environ.get("PMEM_LLM_KEY", "none"), temperature=0)
             message = response.choices[0].message
             written = [] if message.tool_calls else written_calls(message.content, tools)
             if not message.tool_calls and not written:
