@@ -43,8 +43,10 @@ def load_fastapi() -> Any:
     return fastapi
 
 
-def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any] | None = None) -> FastAPI:
-    """The app over the store ``db``: opened when the app starts, closed when it stops."""
+def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any] | None = None,
+               fast_reads: bool = True) -> FastAPI:
+    """The app over the store ``db``: opened when the app starts, closed when it stops. ``fast_reads``:
+    the hot reads answered in front of FastAPI's router (:mod:`.http_fast`; False only to compare)."""
     fastapi = load_fastapi()
     rt = Runtime(db, insecure_local=insecure_local, settings=settings)
 
@@ -69,6 +71,10 @@ def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any
 
     http_inspect.install(app, rt)
     ui.install(app)
+    if fast_reads:
+        from pmem.adapters.servers.http_fast import FastReads
+
+        app.add_middleware(FastReads, runtime=rt)
     return app
 
 

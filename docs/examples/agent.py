@@ -17,9 +17,10 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ SYSTEM = ("You are an assistant with a long-term memory (the tools). Before answ
           "`remember` with their words. Claims are marked (source, trust N): believe the higher trust. "
           "Answer briefly.")
 MAX_TURNS = 6
+# temperature 0 in every turn: a tool call wants the model's most likely reading, and a small model
+# sampled at its server's default (0.8 on llama.cpp) wandered off the format.
 
 Completion = Callable[..., Awaitable[Any]]
 
@@ -61,44 +64,76 @@ async def call(session: ClientSession, tool_call: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": tool_call.id, "content": content}
 
 
-def written_call(content: str | None, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A tool call the model wrote as text (``{"name": ..., "arguments": {...}}``, maybe in a code fence),
-    as small models do when their server does not parse tool calls; None when the text is an answer."""
-    text = (content or "").strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError:
-        return None
+TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def written_calls(content: str | None, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls a model wrote as text instead of as structured ``tool_calls``, as small models do:
+    Qwen's own ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one or more), else the first
+    JSON object in the text that names a tool (in a code fence, or with its braces doubled as a template's
+    are: ``{{"name": ...}}``). Arguments may also be a JSON string or be called ``parameters``. Only
+    calls of known tools count: anything else is the model's answer, and this returns []."""
+    text = (content or "").strip()
     names = {t["function"]["name"] for t in tools}
-    if isinstance(obj, dict) and obj.get("name") in names and isinstance(obj.get("arguments"), dict):
-        return {"name": obj["name"], "arguments": {k: v for k, v in obj["arguments"].items() if v is not None}}
+    calls = [_first_call(piece, names) for piece in TAGGED.findall(text) or [text]]
+    return [c for c in calls if c is not None] if all(calls) else []
+
+
+def _first_call(text: str, names: set[str]) -> dict[str, Any] | None:
+    """The first ``{"name": TOOL, "arguments": {...}}`` that starts at one of the text's braces."""
+    decoder = json.JSONDecoder()
+    for start in (i for i, ch in enumerate(text) if ch == "{"):
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        args = obj.get("arguments", obj.get("parameters")) if isinstance(obj, dict) else None
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(obj, dict) and obj.get("name") in names and isinstance(args, dict):
+            return {"name": obj["name"], "arguments": {k: v for k, v in args.items() if v is not None}}
     return None
 
 
 async def ask(question: str, *, db: str, model: str, api_base: str | None = None, token: str | None = None,
-              completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS) -> str:
-    """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``."""
+              completion: Completion = litellm.acompletion, max_turns: int = MAX_TURNS,
+              trace: Callable[[dict[str, Any]], None] = lambda message: None,
+              only: Sequence[str] = ()) -> str:
+    """The model's answer to ``question``, after the tool calls it chose to make against ``pmem mcp``
+    (``trace`` sees every message of the conversation as it is added, the answer last; ``only``: hand
+    the model just these tools, a shorter prompt for a small model on a slow machine)."""
     token = token or os.environ.get("PMEM_TOKEN")
     args = ["--db", db, "mcp"] + ([] if token else ["--insecure-local"])
     params = StdioServerParameters(command=pmem_command(), args=args, env={"PMEM_TOKEN": token} if token else None)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        tools = openai_tools((await session.list_tools()).tools)
-        messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+        tools = openai_tools([t for t in (await session.list_tools()).tools if not only or t.name in only])
+        messages: list[dict[str, Any]] = []
+
+        def add(message: dict[str, Any]) -> None:
+            messages.append(message)
+            trace(message)
+
+        add({"role": "system", "content": SYSTEM})
+        add({"role": "user", "content": question})
         for _ in range(max_turns):
             response = await completion(model=model, messages=messages, tools=tools, api_base=api_base,
-                                        api_key=os.environ.get("PMEM_LLM_KEY", "none"))
+                                        api_key=os.environ.get("PMEM_LLM_KEY", "none"), temperature=0)
             message = response.choices[0].message
-            written = None if message.tool_calls else written_call(message.content, tools)
-            if not message.tool_calls and written is None:
+            written = [] if message.tool_calls else written_calls(message.content, tools)
+            if not message.tool_calls and not written:
+                trace({"role": "assistant", "content": message.content})
                 return str(message.content or "")
-            messages.append(message.model_dump(exclude_none=True))
-            if written is not None:  # no tool-call parsing on the server: answer as the user
-                result = await session.call_tool(written["name"], written["arguments"])
+            add(message.model_dump(exclude_none=True))
+            for w in written:  # the server returned the call as text: its result comes back as the user
+                result = await session.call_tool(w["name"], w["arguments"])
                 text = "\n".join(c.text for c in result.content if c.type == "text")
-                messages.append({"role": "user", "content": f"Result of {written['name']}: {text}"})
+                add({"role": "user", "content": f"Result of {w['name']}: {text}"})
             for tool_call in message.tool_calls or ():
-                messages.append(await call(session, tool_call))
+                add(await call(session, tool_call))
     return "(no answer: the model kept calling tools)"
 
 
@@ -108,8 +143,16 @@ def main() -> None:
     p.add_argument("--db", default=os.environ.get("PMEM_DB", "pmem.db"))
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--api-base", default=os.environ.get("PMEM_LLM_BASE"))
+    p.add_argument("--trace", action="store_true", help="print every message to stderr as it is added")
+    p.add_argument("--tools", default="", help="comma list: hand the model only these tools (default: all)")
     a = p.parse_args()
-    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base)))
+
+    def trace(message: dict[str, Any]) -> None:
+        if a.trace:
+            print(json.dumps(message, default=str), file=sys.stderr, flush=True)
+
+    print(asyncio.run(ask(a.question, db=a.db, model=a.model, api_base=a.api_base, trace=trace,
+                              only=[t for t in a.tools.split(",") if t])))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 import pmem
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list from the web
@@ -78,7 +80,46 @@ def test_a_tool_call_written_as_text_is_run_too(tmp_path: Path) -> None:
     assert answer == "Noted: 25:50."
     assert model.sent[1]["messages"][-1] == {"role": "user",
                                              "content": "Result of remember: #1 accept 5k_pb -> 25:50 (active)"}
-    assert agent.written_call("Your PB is 25:50.", model.sent[0]["tools"]) is None
+    assert agent.written_calls("Your PB is 25:50.", model.sent[0]["tools"]) == []
+
+
+def test_qwen_tagged_tool_calls_written_as_text_are_run_in_order(tmp_path: Path) -> None:
+    """Qwen2.5's own format, ``<tool_call>{...}</tool_call>``, as the local server hands it back when it
+    leaves the text unparsed: every tagged call is run, in order, each result a user turn."""
+    agent = load_agent()
+    first = json.dumps({"name": "remember", "arguments": {"text": "My 5K PB is now 25:50."}})
+    second = json.dumps({"name": "get", "arguments": json.dumps({"key": "5k pb"})})
+    tagged = f"<tool_call>\n{first}\n</tool_call>\n<tool_call>\n{second}\n</tool_call>"
+    model = ScriptedModel([{"mock_response": tagged}, {"mock_response": "Your 5K PB is 25:50."}])
+    answer = asyncio.run(agent.ask("My 5K PB is now 25:50.", db=str(tmp_path / "mem.db"), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    assert answer == "Your 5K PB is 25:50."
+    assert [m["content"] for m in model.sent[1]["messages"][-2:]] == [
+        "Result of remember: #1 accept 5k_pb -> 25:50 (active)", "Result of get: 5k_pb = 25:50"]
+
+
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("remember", "read")]
+
+
+@pytest.mark.parametrize(("text", "calls"), [
+    ('<tool_call>{"name": "read", "arguments": {"question": "PB?"}}</tool_call>',
+     [{"name": "read", "arguments": {"question": "PB?"}}]),
+    ('<tool_call>\n{"name": "read", "parameters": {"question": "PB?", "k": null}}', [{"name": "read",
+                                                                                   "arguments": {"question": "PB?"}}]),
+    ('```\n{"name": "remember", "arguments": "{\\"text\\": \\"hi\\"}"}\n```', [{"name": "remember",
+                                                                                     "arguments": {"text": "hi"}}]),
+    # Qwen2.5-Coder-1.5B on the local route, 2026-12-02: braces doubled, as in a template
+    ('{{"name": "read", "arguments": {"question": "My 5K PB?", "budget": 10, "namespace": null}}}',
+     [{"name": "read", "arguments": {"question": "My 5K PB?", "budget": 10}}]),
+    ('Sure, I will remember that: {"name": "remember", "arguments": {"text": "PB 25:50"}}',
+     [{"name": "remember", "arguments": {"text": "PB 25:50"}}]),
+    ("Your PB is {25:50}.", []),
+    ('{"name": "delete_everything", "arguments": {}}', []),
+    ('<tool_call>{"name": "read", "arguments": {}}</tool_call><tool_call>not json</tool_call>', []),
+    ('{"answer": 42}', []), ("Your PB is 25:50.", []), ("", []), (None, []),
+])
+def test_which_texts_are_tool_calls(text: str | None, calls: list[dict[str, Any]]) -> None:
+    assert load_agent().written_calls(text, TOOLS) == calls
 
 
 def test_mcp_tools_become_openai_function_tools() -> None:
@@ -89,3 +130,12 @@ def test_mcp_tools_become_openai_function_tools() -> None:
 
     assert agent.openai_tools([Tool()]) == [{"type": "function", "function": {
         "name": "get", "description": "one fact", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def test_only_the_named_tools_are_handed_to_the_model(tmp_path: Path) -> None:
+    agent = load_agent()
+    model = ScriptedModel([{"mock_response": "Nothing to do."}])
+    answer = asyncio.run(agent.ask("Hello.", db=str(tmp_path / "mem.db"), model="openai/mock",
+                                   api_base="http://127.0.0.1:9/v1", completion=model, only=["read", "remember"]))
+    assert answer == "Nothing to do."
+    assert sorted(t["function"]["name"] for t in model.sent[0]["tools"]) == ["read", "remember"]
