@@ -68,6 +68,7 @@ class GraphProjector:
     cells: dict[str, CellState] = field(default_factory=dict)
     open_rows: dict[str, Row] = field(default_factory=dict)  # cell_id -> the row still open
     changes: dict[tuple[str, int], Row] = field(default_factory=dict)
+    evicted: bool = False  # cells were let go (flush) since the last forget: one not held may have a past
 
     def seed(self, cid: str, state: CellState, open_row: Row | None) -> None:
         self.cells[cid] = state
@@ -78,6 +79,7 @@ class GraphProjector:
         self.cells.clear()
         self.open_rows.clear()
         self.changes.clear()
+        self.evicted = False
 
     def apply(self, index: int, event: CellEvent) -> None:
         """Apply one event; close and open rows when the head's value or status changed."""
@@ -109,6 +111,7 @@ class GraphProjector:
         if len(self.cells) > 200_000:
             self.cells.clear()
             self.open_rows.clear()
+            self.evicted = True
         return out
 
 

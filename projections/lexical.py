@@ -47,6 +47,8 @@ MAX_TERMS = 16  # the rarest terms a lexical query keeps
 
 def words(text: str) -> list[str]:
     """The words of ``text``: letters and digits of any script, marks dropped, case folded."""
+    if text.isascii():  # no marks to drop, and NFKD leaves ASCII as it is: most texts, at a tenth of the cost
+        return _WORD.findall(text.casefold())
     folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     return _WORD.findall(folded.casefold())
 

@@ -11,12 +11,15 @@ process of its own (so each peak RSS, ``VmHWM``, is its own):
   rows, read from the source, into the same table of a new file (synchronous=FULL for both);
 * ``import-pg`` beside ``raw-pg``: the same into a new PostgreSQL schema, the raw one a binary ``COPY``
   (``--pg URL``, else ``$PMEM_TEST_PG``; without either the PostgreSQL rows are left out);
-* ``rebuild-sqlite``: the projections (frontier, graph, lexical) rebuilt from the imported log.
+* ``import+rebuild``: all of ``pmem import`` into a new SQLite file in one process: the log part, then
+  the rebuild of the projections (frontier, graph, lexical; the path of ``pmem rebuild``) (wall time,
+  peak RSS); then the same rebuild again on that store, part by part (the frontier's parallel fold;
+  graph and full-text in one shared pass over the log).
 
 The ratio column is the import's events/s over the raw insert's. Goals (issue 18): ratio >= 0.5, peak
 RSS <= 300 MB. The machine is shared: the ratio, measured in the same run, is what holds.
 
-    .venv/bin/python scripts/bench_portability.py [--quick] [--events N] [--pg URL] [--no-rebuild]
+    .venv/bin/python scripts/bench_portability.py [--quick] [--events N] [--pg URL] [--no-rebuild] [--source DB]
 """
 
 from __future__ import annotations
@@ -108,21 +111,43 @@ def phase_raw_pg(target: str, source: str) -> int:
         return int(conn.execute(f'SELECT COUNT(*) FROM "{b.schema}".{PG_EVENTS}').fetchone()[0])
 
 
-def phase_rebuild(target: str) -> int:
-    from pmem.adapters.service.portability import rebuild
+def phase_import_rebuild(target: str, file: str) -> dict[str, Any]:
+    """All of ``pmem import`` in one process (its peak RSS is the command's): the log part, then the
+    rebuild (``portability.rebuild``: the path of ``pmem rebuild``), with the time of each part."""
+    from pmem.adapters.service.portability import import_log, rebuild
 
-    return max(rebuild(target).values())
+    t0 = time.perf_counter()
+    with open(file, "rb") as fh:
+        events = int(import_log(target, fh, file)["imported"])
+    t1 = time.perf_counter()
+    rebuild(target)
+    return {"events": events, "log_s": t1 - t0, "rebuild_s": time.perf_counter() - t1}
+
+
+def phase_rebuild_parts(target: str) -> dict[str, Any]:
+    """The same rebuild again on the imported store, each part timed: the frontier (its parallel fold)
+    and graph with full-text (one shared pass over the log), as ``pmem rebuild --projection`` runs them."""
+    from pmem.adapters.service.store import Store
+
+    out: dict[str, Any] = {}
+    with Store(target) as store:
+        for names in (("frontier",), ("graph", "lexical")):
+            t0 = time.perf_counter()
+            out["events"] = store._admin.rebuild_selected(names)
+            out["+".join(names) + "_s"] = time.perf_counter() - t0
+    return out
 
 
 PHASES = {"source": phase_source, "export": phase_export, "import": phase_import, "raw-sqlite": phase_raw_sqlite,
-          "raw-pg": phase_raw_pg, "rebuild": phase_rebuild}
+          "raw-pg": phase_raw_pg, "import-rebuild": phase_import_rebuild, "rebuild-parts": phase_rebuild_parts}
 
 
 def child(name: str, args: list[str]) -> None:
     t0 = time.perf_counter()
-    events = PHASES[name](*args)
+    found = PHASES[name](*args)
     seconds = time.perf_counter() - t0
-    print(json.dumps({"events": events, "seconds": seconds, "rss_mb": peak_rss_mb()}))
+    out = found if isinstance(found, dict) else {"events": found}
+    print(json.dumps({**out, "seconds": seconds, "rss_mb": peak_rss_mb()}))
 
 
 def peak_rss_mb() -> float:
@@ -166,6 +191,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="50,000 events (under 2 minutes)")
     ap.add_argument("--pg", default=os.environ.get("PMEM_TEST_PG"), help="PostgreSQL URL (a fresh schema per run)")
     ap.add_argument("--no-rebuild", dest="rebuild", action="store_false")
+    ap.add_argument("--source", help="an existing source store to export (its size wins over --events)")
     ap.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.phase:
@@ -173,10 +199,11 @@ def main() -> None:
         return
     events, cells = (50_000, 10_000) if a.quick else (a.events, a.cells)
     with tempfile.TemporaryDirectory(prefix="pmem-bench-port-") as d:
-        source, file = f"{d}/source.db", f"{d}/export.jsonl"
-        made = run_phase("source", source, str(events), str(cells))
-        print(f"source: {events:,} events over {cells:,} cells written in {made['seconds']:.0f} s "
-              f"(peak RSS {made['rss_mb']:.0f} MB)")
+        source, file = a.source or f"{d}/source.db", f"{d}/export.jsonl"
+        if a.source is None:
+            made = run_phase("source", source, str(events), str(cells))
+            print(f"source: {events:,} events over {cells:,} cells written in {made['seconds']:.0f} s "
+                  f"(peak RSS {made['rss_mb']:.0f} MB)")
         print(f"{'':<16}{'events':>10}{'s':>9}{'ev/s':>12}{'raw ev/s':>12}{'ratio':>8}{'RSS MB':>9}")
         print(row("export", run_phase("export", source, file)), flush=True)
         print(f"export file: {os.path.getsize(file) / 1e6:,.0f} MB")
@@ -193,7 +220,14 @@ def main() -> None:
                 for url in urls:
                     drop_schema(url)
         if a.rebuild:
-            print(row("rebuild-sqlite", run_phase("rebuild", f"{d}/imported.db")))
+            rebuilt = f"{d}/rebuilt.db"
+            whole = run_phase("import-rebuild", rebuilt, file)
+            print(row("import+rebuild", whole), f" (log {whole['log_s']:.1f} s, rebuild {whole['rebuild_s']:.1f} s: "
+                  f"{whole['events'] / whole['rebuild_s']:,.0f} ev/s)", flush=True)
+            parts = run_phase("rebuild-parts", rebuilt)
+            print(f"rebuild again, by part: frontier {parts['frontier_s']:.1f} s "
+                  f"({parts['events'] / parts['frontier_s']:,.0f} ev/s), graph+full-text in one pass "
+                  f"{parts['graph+lexical_s']:.1f} s ({parts['events'] / parts['graph+lexical_s']:,.0f} ev/s)")
 
 
 if __name__ == "__main__":

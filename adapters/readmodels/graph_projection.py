@@ -101,6 +101,8 @@ class GraphProjection(TrackedProjection):
 
     # -- catching up -------------------------------------------------------------
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
+        if self._whole and not self.projector.evicted:
+            return  # a rebuild's projector holds every cell met so far: the others are new
         self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
 
     def _write_rows(self, rows: Any) -> None:

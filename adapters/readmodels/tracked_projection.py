@@ -22,6 +22,7 @@ from pmem.projections.replay import IndexedEvent
 
 TRACKING = "pmem_tracking"
 WRITE_LOCK = "projections"
+REBUILD_BATCH_SIZE = 20_000  # events per transaction of a rebuild's replay
 
 
 class _Unappliable(Exception):
@@ -46,6 +47,7 @@ class TrackedProjection:
 
     name: str
     version: int
+    rebuild_batch_size = REBUILD_BATCH_SIZE
 
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Any, projector: Any, *,
                  batch_size: int) -> None:
@@ -54,6 +56,8 @@ class TrackedProjection:
         self.batch_size = batch_size
         self.projector = projector
         self._cached_at = 0  # the position the projector's cached cells correspond to
+        self._whole = False  # the projector holds every cell of the log up to _cached_at (see rebuild)
+        self._batch_before = batch_size  # the catch-up batch size a rebuild restores
         try:
             self.create_tables()
         except self.conn.errors as e:
@@ -182,7 +186,7 @@ class TrackedProjection:
             with self._transaction():
                 if self.position() != position:
                     return 0  # another process moved on meanwhile: the next catch-up resumes
-                self.projector.forget()
+                self._drop_cache()
                 self._seed_batch(events, stop.index - 1)
                 self._apply_events(events)
                 self._write_rows(self.projector.flush())
@@ -191,8 +195,7 @@ class TrackedProjection:
             self._save_stop(bad.stop)
             return 0
         finally:
-            self.projector.forget()
-            self._cached_at = -1
+            self._drop_cache()
         return len(events)
 
     def _apply_events(self, events: Sequence[IndexedEvent]) -> None:
@@ -210,7 +213,7 @@ class TrackedProjection:
                 if self.position() != start:
                     return 0  # someone else applied this batch: the caller re-reads the position
                 if self._cached_at != start:
-                    self.projector.forget()
+                    self._drop_cache()
                 self._seed_batch(events, start)
                 self._apply_events(events)
                 self._write_rows(self.projector.flush())
@@ -219,22 +222,47 @@ class TrackedProjection:
                     self._forget_cells(forgotten)
                 self._move_position(stop)
         except BaseException:
-            self.projector.forget()
-            self._cached_at = -1
+            self._drop_cache()
             raise
         self._cached_at = stop
         return len(events)
 
+    def _drop_cache(self) -> None:
+        self.projector.forget()
+        self._cached_at = -1
+        self._whole = False
+
     def rebuild(self, target: int | None = None, progress: Progress = silent) -> int:
         """Drop the rows and the position, create the tables again and replay the log from index 1;
-        return the events applied. (The frontier projection has a parallel rebuild of its own.)"""
+        return the events applied: :func:`rebuild_together` of this projection alone. (The frontier
+        projection has a parallel rebuild of its own.)"""
+        return rebuild_together([self], target, progress)
+
+    def _start_rebuild(self) -> None:
+        """Empty tables and no position; ``rebuild_batch_size`` events per transaction (fewer commits,
+        seed queries and key look-ups than a catch-up's batches); an empty projector that holds every
+        cell it meets (``_whole``), so a cell it does not hold has no earlier event and nothing needs
+        seeding from the log (:meth:`_seed_batch` may skip the query)."""
         with self._transaction():
             self._drop()
             self._create()
             screening.remove(self.conn, self.name)
         self.projector.forget()
-        self._cached_at = 0
-        return self.catch_up(target, progress)
+        self._cached_at, self._whole = 0, True
+        self._batch_before, self.batch_size = self.batch_size, max(self.batch_size, self.rebuild_batch_size)
+
+    def _end_rebuild(self) -> None:
+        self.batch_size, self._whole = self._batch_before, False
+
+    def _applied_whole(self, start: int, stop: int, events: Sequence[IndexedEvent]) -> bool:
+        """Apply a batch a shared rebuild read (:func:`rebuild_together`); False when it was not: an
+        event this projection cannot apply (rolled back; its own catch-up meets it again and stops its
+        namespace) or another process moved the position."""
+        try:
+            self._apply_batch(start, stop, events)
+        except _Unappliable:
+            return False
+        return self.position() == stop
 
     def _drop(self) -> None:
         """Drop this projection's tables and forget its position (the caller holds the transaction)."""
@@ -277,3 +305,56 @@ class TrackedProjection:
                 yield
         except self.conn.errors as e:
             raise StoreUnavailable(f"cannot update projection {self.name}: {e}") from e
+
+
+def rebuild_together(projections: Sequence[TrackedProjection], target: int | None = None,
+                     progress: Progress = silent) -> int:
+    """Rebuild these projections (of one log, in one database) from index 1 in one pass: each batch of
+    the log is read and decoded once, which is most of a replay's cost, and applied to each projection
+    in a transaction of its own. A batch with an event that cannot be read, or that one of them cannot
+    apply, ends the shared pass: each then catches up alone from its own position
+    (:meth:`TrackedProjection.catch_up`, which stops that event's namespace). Returns the events each
+    applied (the most of any)."""
+    target = projections[0].log.last_index() if target is None else target
+    for p in projections:
+        p._start_rebuild()
+    try:
+        shared = _shared_pass(projections, target, progress)
+        return max(n + (p.catch_up(target, progress) if p.position() < target else 0)
+                   for n, p in zip(shared, projections, strict=True))
+    finally:
+        for p in projections:
+            p._end_rebuild()
+
+
+def _shared_pass(projections: Sequence[TrackedProjection], target: int, progress: Progress) -> list[int]:
+    """Batches read once and applied to every projection, while all goes well; the events each applied."""
+    applied = [0] * len(projections)
+    log, size = projections[0].log, projections[0].batch_size
+    bar = progress("+".join(p.name for p in projections), target)
+    position = 0
+    try:
+        while position < target:
+            stop = min(position + size, target)
+            events = _readable(screening.screened(log, position + 1, stop, {}))
+            if events is None:
+                break
+            for i, p in enumerate(projections):
+                if not p._applied_whole(position, stop, events):
+                    return applied
+                applied[i] += len(events)
+            bar.update(stop - position)
+            position = stop
+    finally:
+        bar.close()
+    return applied
+
+
+def _readable(items: Iterator[IndexedEvent | screening.Stop]) -> list[IndexedEvent] | None:
+    """The events, or None at the first one that cannot be read."""
+    out: list[IndexedEvent] = []
+    for item in items:
+        if isinstance(item, screening.Stop):
+            return None
+        out.append(item)
+    return out

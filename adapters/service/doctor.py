@@ -6,6 +6,8 @@ nothing, so it works on a read-only file, and a check whose data cannot be read 
 
 - ``integrity``: SQLite's ``PRAGMA integrity_check`` on the store's file (PostgreSQL: not applicable;
   the server's own tool is ``amcheck`` / ``pg_amcheck``);
+- ``event_indices``: the log's event indices run 1, 2, 3, ... to its last with none missing (a
+  backup, a copy or an import must be a gapless prefix of the log it came from; docs/portability.md);
 - ``projections``: a sample of cells (up to :data:`SAMPLE_CELLS`, half of them drawn from the frontier
   projection's cells and half through random events of the log) read from the frontier projection and
   folded from the log (:func:`pmem.projections.replay.fold`), both at the projection's position;
@@ -31,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from pmem.adapters.eventstore.stored_log import read_only
+from pmem.adapters.eventstore.portable_sql import PG_EVENTS
+from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, read_only
 from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.heartbeat import workers
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
@@ -78,6 +81,7 @@ class Doctor:
                                    field="sample")
         checks: list[tuple[str, Callable[[], Check], str | None]] = [
             ("integrity", self.integrity, None),
+            ("event_indices", self.event_indices, None),
             ("projections", lambda: self.projections(sample), REBUILD_FRONTIER),
             ("shadow_tables", self.shadow_tables, REBUILD_FRONTIER),
             ("workers", self.stale_workers, None),
@@ -114,6 +118,23 @@ class Doctor:
         return result("integrity", False, f"PRAGMA integrity_check found {len(problems)} problem(s): {shown}",
                       "restore the store from a backup, or copy what is readable into a new file: "
                       f"sqlite3 {getattr(self.w.backend, 'label', 'STORE')} .recover | sqlite3 RECOVERED.db")
+
+    def event_indices(self) -> Check:
+        """The log's indices are 1..last with none missing: one count and the bounds, and where they
+        disagree, the first missing index (an index scan, only then)."""
+        table, column = (EVENTS_TABLE, "rowid") if self.sqlite else (PG_EVENTS, "notification_id")
+        db = self.w.projection_db
+        count, first, last = db.execute(f"SELECT COUNT(*), COALESCE(MIN({column}), 0), COALESCE(MAX({column}), 0) "
+                                        f"FROM {table}").fetchone()
+        if count == last and first in (0, 1):
+            return result("event_indices", True, f"{count} events, indices 1 to {last} with none missing")
+        missing = 1 if first != 1 else int(db.execute(
+            f"SELECT e.{column} + 1 FROM {table} e WHERE e.{column} < ? AND NOT EXISTS (SELECT 1 FROM {table} n "
+            f"WHERE n.{column} = e.{column} + 1) ORDER BY e.{column} LIMIT 1", (last,)).fetchone()[0])
+        return result("event_indices", False, f"{last - count} of the indices 1 to {last} are missing, the first "
+                      f"{missing}: the log has lost events",
+                      "restore the store from a backup that passes this check, or import an export of the "
+                      "source again (docs/portability.md)")
 
     def projections(self, sample: int) -> Check:
         """The frontier projection's view and history of sampled cells against a fold of their events,

@@ -204,8 +204,9 @@ def _remove_new(backend: Any, created: bool) -> None:
 def rebuild(db: str | Path, progress: Progress = silent) -> dict[str, Any]:
     from pmem.adapters.service.store import Store
 
-    with Store(db, progress=progress) as store:
-        return {name: store.rebuild(name)["events"] for name in REBUILT}
+    with Store(db, progress=progress) as store:  # the path of `pmem rebuild` (graph and full-text in one pass)
+        events = store._admin.rebuild_selected(REBUILT)
+    return {name: events for name in REBUILT}
 
 
 def copy(source: str | Path, target: str, *, verify: bool = False, progress: Progress = silent) -> dict[str, Any]:

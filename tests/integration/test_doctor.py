@@ -22,7 +22,8 @@ from tests.e2e.test_cli import error, lines, ok
 from tests.e2e.test_cli import pmem as run_pmem
 from tests.reliability.test_storage_failures import remount, tmpfs
 
-CHECKS = ["integrity", "projections", "shadow_tables", "workers", "rebuild_workers", "lag", "stopped", "key_edition"]
+CHECKS = ["integrity", "event_indices", "projections", "shadow_tables", "workers", "rebuild_workers", "lag", "stopped",
+          "key_edition"]
 EDITION1 = ROOT / "tests" / "data" / "edition1_store" / "store.sqlite3"
 
 
@@ -55,6 +56,7 @@ def test_a_healthy_store_passes_every_check(db: str) -> None:
     assert all(c["fix"] is None for c in checks.values())
     assert checks["projections"]["detail"] == "30 sampled cells match a replay of the log up to index 91"
     assert "frontier at 91 (lag 0)" in checks["lag"]["detail"]
+    assert checks["event_indices"]["detail"] == "91 events, indices 1 to 91 with none missing"
     if db.startswith("postgresql"):
         assert "not applicable" in checks["integrity"]["detail"] and "pg_amcheck" in checks["integrity"]["detail"]
         assert "not applicable" in checks["rebuild_workers"]["detail"]
@@ -86,6 +88,26 @@ def test_a_tampered_projection_row_fails_the_sample_naming_the_key_and_a_rebuild
     ok(db, "rebuild", "--projection", "frontier")
     code, checks = doctor(db)
     assert code == 0 and failed(checks) == []
+
+
+@pytest.mark.parametrize("lost", [(40, 41), (1,), (91,)])
+def test_a_log_with_missing_event_indices_fails_naming_the_first(db: str, lost: tuple[int, ...]) -> None:
+    """A backup or an import must be a gapless prefix: events lost in the middle or at the start fail
+    the check (at the end nothing can tell: the log is a shorter prefix, which passes)."""
+    filled(db)
+    column, table = ("notification_id", "pmem_events") if db.startswith("postgresql") else ("rowid", "stored_events")
+    with pmem.open(db) as store:
+        for index in lost:
+            store.projection_db.execute(f"DELETE FROM {table} WHERE {column} = ?", (index,))
+    code, checks = doctor(db)
+    if lost == (91,):
+        assert checks["event_indices"] == {"check": "event_indices", "ok": True, "fix": None,
+                                           "detail": "90 events, indices 1 to 90 with none missing"}
+        return
+    assert code == 1 and "event_indices" in failed(checks)
+    assert checks["event_indices"]["detail"] == (f"{len(lost)} of the indices 1 to 91 are missing, the first "
+                                                 f"{lost[0]}: the log has lost events")
+    assert checks["event_indices"]["fix"].startswith("restore the store from a backup that passes this check")
 
 
 def test_a_cell_missing_from_the_projection_is_found_through_the_log(db: str) -> None:

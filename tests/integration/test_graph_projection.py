@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 import pmem
 from pmem.adapters.readmodels.graph_projection import TABLE, GraphProjection
+from pmem.adapters.readmodels.lexical_projection import LexicalProjection
+from pmem.adapters.readmodels.tracked_projection import rebuild_together
 from tests.conftest import Backend
 from tests.integration.test_projection import NAMESPACES, write_log
 
@@ -89,3 +93,40 @@ def test_graph_facts_by_key_are_the_graphs_facts_of_each_entity_as_of_every_inde
                     assert {(f.key, f.value) for f in got[s]} == {(f.key, f.value) for f in want}, (n, ns, s)
         now = store.graph_facts(["ab"])["ab"]
         assert {(f.key, f.value) for f in now} == {("ab.x", "Ab X2"), ("ab", "plain")}
+
+
+def lexical_rows(conn: Any) -> list[list[tuple[object, ...]]]:
+    docs = ("SELECT version_id, cell, vid, event_index, namespace, keywords, value, evidence FROM pmem_lex_fts"
+            if "pmem_lex_fts" in conn.names() else
+            "SELECT version_id, cell, vid, event_index, namespace, doc::text FROM pmem_lex_docs")
+    return [conn.execute(sql).fetchall() for sql in (
+        "SELECT * FROM pmem_lex_versions ORDER BY version_id", "SELECT * FROM pmem_lex_terms ORDER BY term",
+        f"SELECT * FROM ({docs}) AS d ORDER BY version_id, event_index")]
+
+
+def test_graph_and_full_text_rebuilt_in_one_pass_equal_fresh_projections_also_past_an_unreadable_event(
+        backend: Backend, db: str) -> None:
+    """rebuild_together reads each batch once for both; a batch with an event that cannot be read ends
+    the shared pass and each projection goes on alone (stopping that namespace), as a fresh one does."""
+    table, column = ("pmem_events", "notification_id") if db.startswith("postgresql") else ("stored_events", "rowid")
+    with pmem.open(db) as store:
+        write_log(store, 240, seed=7)
+        bad = store.last_index() // 2
+        (state,) = store.projection_db.execute(f"SELECT state FROM {table} WHERE {column} = ?", (bad,)).fetchone()
+        namespace = orjson.loads(bytes(state))["namespace"]
+        store.projection_db.execute(f"UPDATE {table} SET state = ? WHERE {column} = ?",
+                                    (orjson.dumps({"namespace": namespace, "class_version": 99}), bad))
+        graph, lexical = store.projections["graph"], store.projections["lexical"]
+        fresh = [cls(backend.fresh_projection_db(), store.log_store) for cls in (GraphProjection, LexicalProjection)]
+        for projection in fresh:
+            projection.batch_size = 17
+            projection.catch_up()
+        for projection in (graph, lexical):
+            projection.rebuild_batch_size = 40  # several shared batches before the unreadable one
+        assert rebuild_together([graph, lexical]) < store.last_index()  # that namespace's later events are left
+        assert rows(store.projection_db) == rows(fresh[0].conn)
+        assert lexical_rows(store.projection_db) == lexical_rows(fresh[1].conn)
+        for mine, theirs in zip((graph, lexical), fresh, strict=True):
+            assert [(s.namespace, s.index) for s in mine.stops().values()] == [(namespace, bad)]
+            assert mine.stops() == theirs.stops() and mine.position() == theirs.position() == store.last_index()
+        assert graph.batch_size == 2_000 and not graph._whole  # the catch-up settings come back

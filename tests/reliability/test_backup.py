@@ -84,6 +84,8 @@ def test_backups_taken_while_four_writers_run_are_whole_gapless_prefixes(tmp_pat
     doctor = subprocess.run([PMEM_BIN, "--db", str(copies[-1]), "doctor"], capture_output=True, text=True,
                             env=child_env())
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    checks = {c["check"]: c for c in map(orjson.loads, doctor.stdout.splitlines())}
+    assert checks["event_indices"]["detail"] == f"{lasts[-1]} events, indices 1 to {lasts[-1]} with none missing"
 
 
 def test_backup_refuses_an_existing_target_and_a_postgresql_store(tmp_path: Path) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pmem.projections.fusion import RRF_K, SUBJECT_BOOST, TIE_BREAK, fused, rrf
 from pmem.projections.lexical import (
+    _WORD,
     COMMON_MIN,
     MAX_TERMS,
     chosen_terms,
@@ -60,6 +64,13 @@ def test_words_split_keys_on_underscore_and_dot_and_fold_case_and_accents() -> N
     assert words("Café CAFÉ cafe\u0301") == ["cafe", "cafe", "cafe"]
     assert words("東京 Größe") == ["東京", "grosse"]
     assert words("!?._") == []
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_words_of_ascii_text_are_those_of_the_unicode_path(text: str) -> None:
+    """ASCII text skips NFKD and the dropping of marks (it has none): the same words either way."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    assert words(text) == _WORD.findall(folded.casefold())
 
 
 def test_the_subject_is_the_key_before_its_first_dot_named_as_adjacent_words() -> None:
