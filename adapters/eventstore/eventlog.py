@@ -40,6 +40,7 @@ from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
+STREAM_CACHED_CELLS = 16_384
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
 """The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 READ_BATCH = 5_000
@@ -105,7 +106,7 @@ class EventLog(Application[UUID]):
         first_chunk = next(it, None)
         if first_chunk is None:
             return 0
-        count, new_keys = 0, []
+        count, new_keys = 0, list[str]()
         paused = gc.isenabled()
         gc.disable()  # as in execute: many long-lived objects, no reference cycles
         try:
@@ -118,6 +119,10 @@ class EventLog(Application[UUID]):
                     if ops:
                         sink(self._execute_once(ops, new_keys))
                     count += len(ops)
+                    if len(self._cells) > STREAM_CACHED_CELLS:  # memory stays a chunk's, not the batch's:
+                        self.keys.drop(h for _, h in self._cells.values())  # (an AESGCM is 2.4 KB)
+                        self._cells.clear()  # a cell (and its key) is read again, in the transaction
+                        gc.collect()
                     chunk = next(it, None)
         except BaseException as e:
             self._cells.clear()
