@@ -84,18 +84,26 @@ PEAK_RSS: list[int] = []  # the CLI runs' peak RSS, bytes
 
 
 def run_cli(ops_file: Path, db: Path, n_ops: int) -> float:
-    """``pmem apply`` as a subprocess; its own peak RSS (``wait4``) goes to :data:`PEAK_RSS`."""
+    """``pmem apply`` as a subprocess; its own peak RSS (``/usr/bin/time``, else ``wait4``) goes to
+    :data:`PEAK_RSS`."""
     exe = Path(sys.executable).parent / "pmem"
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([str(exe), "apply", str(ops_file), "--db", str(db)], stdout=out, stderr=err)
+        # /usr/bin/time forks the CLI from a small process: wait4 on a child forked from this one
+        # would count this process's own memory, copied at the fork, as the child's peak.
+        timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
+        proc = subprocess.Popen([*timer, str(exe), "apply", str(ops_file), "--db", str(db)], stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
-    PEAK_RSS.append(usage.ru_maxrss * 1024)
+    if timer:
+        stderr, _, kib = stderr.rstrip().rpartition(b"\n")
+        PEAK_RSS.append(int(kib) * 1024)
+    else:
+        PEAK_RSS.append(usage.ru_maxrss * 1024)
     if proc.returncode != 0:
         raise SystemExit(f"pmem apply exited {proc.returncode}: {stderr.decode(errors='replace')}")
     receipts = sum(1 for line in stdout.split(b"\n") if line.strip())
@@ -228,6 +236,20 @@ def verify(db: Path, n_ops: int, n_distinct: int) -> None:
     print(f"verified CLI store: last_index={last}, frontier cells={cells}")
 
 
+def print_rss(lines: list[bytes]) -> None:
+    """Peak RSS of ``pmem apply`` of ``lines``, and of one line in the same run (the process's floor):
+    a streamed batch should not grow with its size (issue 19's goal: <= 300 MB at 1,000,000 lines)."""
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-rss-") as d:
+        for name, batch in (("one line", lines[:1]), (f"{len(lines):,} lines", lines)):
+            ops_file, db = Path(d) / f"{len(batch)}.jsonl", Path(d) / f"{len(batch)}.db"
+            ops_file.write_bytes(b"".join(line + b"\n" for line in batch))
+            seconds = run_cli(ops_file, db, len(batch))
+            ops_file.unlink()
+            print(f"pmem apply, {name}: peak RSS {PEAK_RSS[-1] / 2**20:,.0f} MiB, {seconds:.1f} s, "
+                  f"{store_bytes(db) / len(batch):,.0f} store bytes per event")
+    print(f"peak RSS growth: {(PEAK_RSS[-1] - PEAK_RSS[0]) / 2**20:,.0f} MiB over the one-line run")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", type=int, default=200_000, help="operations per run (default 200000)")
@@ -238,12 +260,17 @@ def main() -> None:
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON here")
     ap.add_argument("--resend", action="store_true", help="also time a resend of the lines with op ids (CLI)")
     ap.add_argument("--quick", action="store_true", help="50,000 ops, one repetition, 200 gets")
+    ap.add_argument("--rss-only", action="store_true",
+                    help="only the CLI's peak RSS: pmem apply of --ops lines, beside a one-line apply")
     args = ap.parse_args()
     if args.quick:
         args.ops, args.repeat, args.gets = 50_000, 1, 200
     os.environ.pop("PMEM_SYNCHRONOUS", None)  # the CLI and the API both default to FULL, like raw
 
     lines, keys = make_lines(args.ops, args.keys, args.seed)
+    if args.rss_only:
+        print_rss(lines)
+        return
     n_distinct = len(set(keys))
     times: dict[str, list[float]] = {p: [] for p in PATHS}
     with tempfile.TemporaryDirectory(prefix="pmem-bench-ops-") as ops_dir:

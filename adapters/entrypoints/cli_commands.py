@@ -5,7 +5,12 @@ run longer or open the store their own way, are in :mod:`.cli_jobs`, the graph c
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
+import tempfile
 from typing import Any
+
+import orjson
 
 from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, portability_cli, server_cli
 from pmem.adapters.entrypoints.cli_common import (
@@ -16,10 +21,9 @@ from pmem.adapters.entrypoints.cli_common import (
     check_number,
     emit,
     emit_lines,
-    read_batch,
-    read_input,
+    open_input,
+    read_chunks,
 )
-from pmem.domain.keys import KEY_EDITION
 from pmem.domain.operations import parse_operation
 
 SINGLE_OPS = ("accept", "contest", "reject", "revoke", "resolve", "support")
@@ -32,14 +36,20 @@ def _add_apply(p: argparse.ArgumentParser) -> None:
 
 
 def _check_apply(args: Args) -> None:
-    args.data = read_input(args.file)
-    args.ops = read_batch(args.data, args.namespace)  # validated before the store is even opened
+    args.input = open_input(args.file)  # a file that cannot be read is refused before the store is opened
 
 
 def _apply(args: Args, store: Any) -> None:
-    if store.key_edition != KEY_EDITION:  # a store of an older key edition: its keys by its own rule
-        args.ops = read_batch(args.data, args.namespace, store.key_edition)
-    emit_lines(r.to_dict() for r in store.apply(args.ops))
+    """Stream the lines into one transaction, a chunk at a time, by the store's key edition; the
+    receipts are spooled to a temporary file and printed only once the batch is committed (a bad line
+    rolls it back, and nothing but the error is printed)."""
+    with args.input as lines, tempfile.TemporaryFile() as spool:
+        def keep(receipts: list[Any]) -> None:
+            spool.write(b"".join([orjson.dumps(r.to_dict()) + b"\n" for r in receipts]))
+
+        store.apply_stream(read_chunks(lines, args.namespace, store.key_edition), keep)
+        spool.seek(0)
+        shutil.copyfileobj(spool, sys.stdout.buffer, 1 << 20)
 
 
 def _add_evidence(p: argparse.ArgumentParser) -> None:

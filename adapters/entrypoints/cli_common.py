@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -99,6 +99,43 @@ def read_file(path: str) -> bytes:
             return fh.read()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+CHUNK_LINES = 4096  # lines parsed, decided and written at a time: a batch's memory is a chunk's
+
+
+def open_input(path: str) -> BinaryIO:
+    """``path`` opened for reading bytes, or standard input for ``-``."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")  # noqa: SIM115  (the caller closes it once the batch is written)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+
+
+def read_chunks(lines: Iterable[bytes], namespace: str, key_edition: int = KEY_EDITION,
+                size: int = CHUNK_LINES) -> Iterator[list[Any]]:
+    """The operations of JSON ``lines`` (each may end in its newline), ``size`` lines a chunk, checked
+    as :func:`read_batch` checks them: a bad line raises :class:`InvalidBatch` naming it (lines are
+    numbered across all chunks) when its chunk is read."""
+    from pmem.domain.op_decoding import decode_line
+
+    chunk: list[Any] = []
+    for n, raw in enumerate(lines, 1):
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+        op = decode_line(raw, namespace, key_edition)
+        if op is None:
+            if not raw.strip():
+                continue  # blank lines carry nothing
+            op = parse_line(raw, n, namespace, key_edition)
+        chunk.append(op)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> list[Any]:

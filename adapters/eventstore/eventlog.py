@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
+STREAM_CACHED_CELLS = 16_384
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
 """The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 READ_BATCH = 5_000
@@ -82,11 +83,7 @@ class EventLog(Application[UUID]):
             ops = list(ops)  # checked, then decided: read it once
         if not ops:
             return []
-        for n, op in enumerate(ops, 1):
-            try:
-                check_operation(op)
-            except InvalidOperation as e:
-                raise InvalidBatch(str(e), line=n, field=e.field) from None
+        _check_all(ops, 0)
         # A big batch allocates many long-lived objects; the cyclic GC would rescan them again and
         # again (measured: 3-4x slower at 200k operations). Nothing here makes reference cycles.
         paused = gc.isenabled() and len(ops) > 1000
@@ -98,10 +95,50 @@ class EventLog(Application[UUID]):
             if paused:
                 gc.enable()
 
+    def execute_stream(self, chunks: Iterable[Sequence[Operation]], sink: Callable[[list[Receipt]], None]) -> int:
+        """Record a batch given in chunks as ONE atomic batch, in memory bounded by a chunk: all chunks
+        go in one transaction (the write lock taken first, so nothing read inside goes stale and no
+        other writer interleaves), each chunk's receipts handed to ``sink`` as it is recorded (before
+        the commit: the caller keeps them until this returns). An exception from ``chunks`` (a bad
+        line) or from checking an operation (:class:`InvalidBatch`, numbered across the whole batch)
+        rolls everything back. Returns the number of operations."""
+        it = iter(chunks)
+        first_chunk = next(it, None)
+        if first_chunk is None:
+            return 0
+        count, new_keys = 0, list[str]()
+        paused = gc.isenabled()
+        gc.disable()  # as in execute: many long-lived objects, no reference cycles
+        try:
+            with self.recorder.batch():
+                self._cells.clear()  # read afresh under the lock: a cached cell may be stale
+                chunk: Sequence[Operation] | None = first_chunk
+                while chunk is not None:
+                    ops = chunk if isinstance(chunk, (list, tuple)) else list(chunk)
+                    _check_all(ops, count)
+                    if ops:
+                        sink(self._execute_once(ops, new_keys))
+                    count += len(ops)
+                    if len(self._cells) > STREAM_CACHED_CELLS:  # memory stays a chunk's, not the batch's:
+                        self.keys.drop(h for _, h in self._cells.values())  # (an AESGCM is 2.4 KB)
+                        self._cells.clear()  # a cell (and its key) is read again, in the transaction
+                        gc.collect()
+                    chunk = next(it, None)
+        except BaseException as e:
+            self._cells.clear()
+            self.keys.drop(new_keys)  # keys of a rolled-back batch exist nowhere
+            if isinstance(e, self._errors):
+                raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
+            raise
+        finally:
+            if paused:
+                gc.enable()
+        return count
+
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
             try:
-                return self._execute_once(ops)
+                return self._execute_once(ops, [])
             except IntegrityError:
                 self._cells.clear()  # someone else wrote these cells: reload and decide again
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
@@ -114,13 +151,12 @@ class EventLog(Application[UUID]):
         raise ConflictRetriesExhausted(
             f"gave up after {self.max_retries} attempts: other writers kept changing the same cells")
 
-    def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
+    def _execute_once(self, ops: Sequence[Operation], new_keys: list[str]) -> list[Receipt]:
         known = self._known_op_ids(ops)
         # a resent operation decides nothing: its cell need not be loaded
         cells = self._load_cells({(op.namespace, op.key) for op in ops
                                   if op.evidence.op_id is None or (op.namespace, op.evidence.op_id) not in known})
-        now = datetime.now(UTC)
-        stamp = timestamp_envelope(now)
+        stamp = timestamp_envelope(datetime.now(UTC))
         # Per operation: the parts of a new event's receipt, or where an earlier receipt lives. (Not the
         # event's fields: a dict per operation held to the end is most of a big batch's memory.)
         outcomes: list[_Made | tuple[str, int]] = []
@@ -159,6 +195,7 @@ class EventLog(Application[UUID]):
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
         for c, _, _ in key_rows:
             self.keys.remember(c, batch_keys[c])
+        new_keys.extend(c for c, _, _ in key_rows)  # (a streamed batch drops them if it rolls back)
         self._cells.update(cells)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
         receipts: list[Receipt] = []
@@ -341,6 +378,16 @@ class EventLog(Application[UUID]):
             return fn(*args)
         except self._errors as e:
             raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
+
+
+def _check_all(ops: Sequence[Operation], before: int) -> None:
+    """:class:`InvalidBatch` naming the first of ``ops`` (lines ``before + 1`` on) that could not have
+    come from ``parse_operation``."""
+    for n, op in enumerate(ops, before + 1):
+        try:
+            check_operation(op)
+        except InvalidOperation as e:
+            raise InvalidBatch(str(e), line=n, field=e.field) from None
 
 
 def _receipts_of(events: list[IndexedEvent], wanted: set[int], out: dict[int, Receipt]) -> None:

@@ -17,6 +17,7 @@ transaction with :class:`eventsourcing.persistence.IntegrityError`, as on SQLite
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -48,11 +49,30 @@ class PmemPgRecorder(PostgresApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS {} (cell_id text PRIMARY KEY, life bigint NOT NULL, key bytea NOT NULL)"
         ).format(self.keys_table))
         self.table = SQL("{}.{}").format(schema, Identifier(self.events_table_name))
+        self._local = threading.local()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction around many :meth:`insert_rows`: the contract of
+        :meth:`pmem.adapters.eventstore.sqlite_log.PmemRecorder.batch` (the table lock is taken first)."""
+        with self._cursor(commit=True) as c:
+            for statement in self.lock_table_statements:
+                c.execute(statement)
+            self._local.cursor = c
+            try:
+                yield
+            finally:
+                self._local.cursor = None
 
     @contextmanager
     def _cursor(self, *, commit: bool) -> Iterator[psycopg.Cursor[Any]]:
-        """A tuple cursor in one transaction (rolled back unless ``commit``); library errors are
-        translated to eventsourcing's persistence errors by the datastore."""
+        """A tuple cursor in one transaction (rolled back unless ``commit``), or the cursor of this
+        thread's open :meth:`batch`; library errors are translated to eventsourcing's persistence
+        errors by the datastore."""
+        open_cursor = getattr(self._local, "cursor", None)
+        if open_cursor is not None:
+            yield open_cursor
+            return
         with self.datastore.get_connection() as conn, conn.transaction(force_rollback=not commit):
             yield conn.cursor(row_factory=tuple_row)
 

@@ -14,8 +14,10 @@ Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.sqlite_log``. On top
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -82,6 +84,10 @@ class TunedDatastore(SQLiteDatastore):
 class PmemRecorder(SQLiteApplicationRecorder):
     """The application recorder plus op-id idempotency and bulk cell loading."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._local = threading.local()  # the cursor of a thread's open batch()
+
     def construct_create_table_statements(self) -> list[str]:
         return [
             *super().construct_create_table_statements(),
@@ -112,7 +118,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         are the new data ``keys`` and what ``forgetting`` deletes and scrubs (``secure_delete`` on: the
         freed bytes are overwritten).
         """
-        with self.datastore.transaction(commit=True) as c:
+        with self._tx(commit=True) as c:
             if forgetting is not None:
                 c.execute("PRAGMA secure_delete=ON")
             first = self._insert_rows(c, rows, count, op_ids)
@@ -125,9 +131,33 @@ class PmemRecorder(SQLiteApplicationRecorder):
                               "originator_version=?", forgetting.scrub)
             return first
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction around many :meth:`insert_rows` (a batch streamed in chunks): every
+        insert and read of this thread inside it goes through it, so each chunk sees the chunks before
+        it; an exception rolls it all back. The write lock is taken first (a no-op write waits for it
+        as any write does), so what is read inside is current and no other writer interleaves."""
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("DELETE FROM pmem_keys WHERE 0")
+            self._local.cursor = c
+            try:
+                yield
+            finally:
+                self._local.cursor = None
+
+    @contextmanager
+    def _tx(self, *, commit: bool) -> Iterator[Any]:
+        """The cursor of this thread's open :meth:`batch`, else a transaction of its own."""
+        open_cursor = getattr(self._local, "cursor", None)
+        if open_cursor is not None:
+            yield open_cursor
+            return
+        with self.datastore.transaction(commit=commit) as c:
+            yield c
+
     def select_keys(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
         """``cell id hex -> (life, key)`` of those of ``cells`` that have a data key."""
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             c.execute(f"SELECT cell_id, life, key FROM pmem_keys WHERE cell_id IN ({','.join('?' * len(cells))})",
                       list(cells))
             return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
@@ -136,7 +166,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         """The data keys of the cells in a range of cell ids."""
         from pmem.adapters.eventstore.sealing import range_sql
 
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             c.execute(*range_sql(*cells))
             return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
 
@@ -167,7 +197,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         """Rows ``(rowid, originator_id_hex, version, topic, state)`` per cell, in version order."""
         out: dict[str, list[tuple[Any, ...]]] = {}
         hexes = [i.hex for i in ids]
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             for start in range(0, len(hexes), _CHUNK):
                 chunk = hexes[start:start + _CHUNK]
                 sql = (f"SELECT rowid, originator_id, originator_version, topic, state FROM "
@@ -189,7 +219,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         if stop is not None:
             sql += " AND rowid<=?"
             params.append(stop)
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             c.execute(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
             return list(c.fetchall())
 
@@ -198,13 +228,13 @@ class PmemRecorder(SQLiteApplicationRecorder):
         in the range ``cells``, one of ``ranges`` (see ``stored_log.range_rows``)."""
         from pmem.adapters.eventstore.stored_log import range_query
 
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             c.execute(*range_query(self.events_table_name, cells, stop, ranges))
             return list(c.fetchall())
 
     def lookup_op_ids(self, namespace: str, op_ids: Sequence[str]) -> dict[str, int]:
         found: dict[str, int] = {}
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             for start in range(0, len(op_ids), _CHUNK):
                 chunk = list(op_ids[start:start + _CHUNK])
                 c.execute(f"SELECT op_id, event_index FROM pmem_op_ids WHERE namespace=? AND op_id IN "
@@ -215,7 +245,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
     def cells_at(self, indices: Sequence[int]) -> list[tuple[int, str]]:
         """``(event index, cell id hex)`` of each of the events at ``indices`` that exists."""
         out: list[tuple[int, str]] = []
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             for start in range(0, len(indices), _CHUNK):
                 chunk = list(indices[start:start + _CHUNK])
                 c.execute(f"SELECT rowid, originator_id FROM {self.events_table_name} WHERE rowid IN "
@@ -227,7 +257,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         return super().max_notification_id() or 0
 
     def integrity_check(self) -> str:
-        with self.datastore.transaction(commit=False) as c:
+        with self._tx(commit=False) as c:
             c.execute("PRAGMA integrity_check")
             return str(c.fetchone()[0])
 

@@ -17,7 +17,7 @@ interfaces, which it joins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -62,6 +62,13 @@ class WriteApi(_Parts):
         """Validate every operation, then record them all atomically. A bad one raises
         :class:`~pmem.domain.errors.InvalidBatch` naming its (1-based) position, and nothing is written."""
         return self._writes.apply(operations)
+
+    def apply_stream(self, chunks: Iterable[Sequence[Operation]], sink: Callable[[list[Receipt]], None]) -> int:
+        """Record a batch given in chunks of parsed operations as ONE atomic batch in memory bounded by a
+        chunk (``pmem apply`` streams its input this way). Each chunk's receipts go to ``sink`` as it is
+        recorded, before the commit: keep them until this returns. An exception raised by ``chunks``
+        (a bad line) rolls everything back. Returns the number of operations."""
+        return self._writes.apply_stream(chunks, sink)
 
     def accept(self, key: str, value: str, **evidence: Any) -> Receipt:
         """Commit ``value`` as the current value (the old head is superseded, not lost)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pmem.adapters.service.bootstrap import Wiring
@@ -47,6 +47,12 @@ class Writes:
                 _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None
         return self.w.log.get().execute(ops)
+
+    def apply_stream(self, chunks: Iterable[Sequence[Operation]], sink: Callable[[list[Receipt]], None]) -> int:
+        """Record a batch given in chunks of parsed operations as one atomic batch, in memory bounded
+        by a chunk (:meth:`pmem.adapters.eventstore.eventlog.EventLog.execute_stream`): each chunk's
+        receipts go to ``sink`` before the commit; an exception from ``chunks`` writes nothing."""
+        return self.w.log.get().execute_stream(chunks, sink)
 
     def one(self, op: str, key: str, value: str | None, **fields: Any) -> Receipt:
         """One operation given as arguments (``value`` is ``new_value`` for revise)."""
