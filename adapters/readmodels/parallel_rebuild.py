@@ -206,10 +206,6 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     into the tables ``table + suffix`` of the store, one write transaction per piece of at least
     ``piece`` events (:func:`fold_ranges`). Returns the events folded."""
     src = read_only(store)
-    # No memory map for the rebuild's reads: a scan of the table touches every page of the file, and
-    # mapped pages count in the worker's RSS (the whole log's size, whatever the range); read through
-    # SQLite's page cache (bounded), a worker's memory is its range and what it folds.
-    src.execute("PRAGMA mmap_size=0")
     dst = sqlite3.connect(store, isolation_level=None)
     keys = Keyring(store, lambda cells: select_keys(src, cells))
 
