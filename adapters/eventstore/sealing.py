@@ -126,17 +126,27 @@ class Keyring:
 
     def __init__(self, store: str, fetch: Fetch) -> None:
         self.store, self.fetch = store, fetch
+        self.staged: dict[str, tuple[int, bytes]] = {}  # a rebuild's range of keys, raw (see absorb)
 
     def get(self, cell: str) -> Key | None:
         found = CACHE.get((self.store, cell))
         return found if found is not None else self.lookup([cell]).get(cell)
 
     def absorb(self, found: dict[str, tuple[int, bytes]]) -> None:
-        """Cache these keys (``cell id hex -> (life, key)``, as a range of cells was read at once)."""
-        if len(CACHE) + len(found) > MAX_CACHED:
-            CACHE.clear()
-        for cell, (life, raw) in found.items():
-            CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
+        """Hold these keys (``cell id hex -> (life, key)``, a range of cells read at once by a rebuild)
+        raw, in place of the range held before: a key's cipher object (about 2.4 KB) is built only when
+        its cell is folded (:meth:`take`) and let go after it, so a rebuild holds one range's raw keys
+        (about 100 bytes a cell), not a cipher per cell of the store."""
+        self.staged = found
+
+    def take(self, cell: str) -> Key | None:
+        """The key of ``cell`` for folding it: from the held range (:meth:`absorb`, built and cached
+        until the caller drops it) or else as :meth:`get` finds it."""
+        raw = self.staged.pop(cell, None)
+        if raw is None:
+            return self.get(cell)
+        key = CACHE[(self.store, cell)] = (int(raw[0]), AESGCM(bytes(raw[1])))
+        return key
 
     def prefetch(self, cells: Iterable[str]) -> None:
         """Load the keys of these cells that are not cached (one query per 500)."""
@@ -168,7 +178,8 @@ class Keyring:
         self.prefetch(wanted)
 
     def refresh_range(self, cells: tuple[str, str | None], found: dict[str, tuple[int, bytes]]) -> None:
-        """Replace the cached keys of a range of cell ids ``[lo, hi)`` with ``found`` (read at once)."""
+        """Replace the cached keys of a range of cell ids ``[lo, hi)`` with ``found`` (read at once,
+        held raw: :meth:`absorb`)."""
         lo, hi = cells
         self.drop([c for s, c in list(CACHE) if s == self.store and c >= lo and (hi is None or c < hi)])
         self.absorb(found)
@@ -199,6 +210,23 @@ class Keyring:
             values = [FORGOTTEN_TEXT] * len(names)
         fields.update(zip(names, values, strict=True))
         return fields
+
+
+def open_with(key: Key | None, fields: dict[str, Any], cell: str, revision: int) -> bool:
+    """Open ``fields``' sealed fields in place with ``key`` (the cell's key, looked up once for all
+    its events) when it is the key of their life and they open: True. Else (another life, a
+    scrubbed event, a blob that does not open) nothing changes and :meth:`Keyring.unseal` decides."""
+    life, names, blob = fields[SEALED]
+    if key is None or key[0] != life:
+        return False
+    raw = binascii.a2b_base64(blob)
+    try:
+        plain = key[1].decrypt(raw[:12], raw[12:], _aad(cell, revision, names))
+    except InvalidTag:
+        return False
+    del fields[SEALED]
+    fields.update(zip(names, orjson.loads(plain), strict=True))
+    return True
 
 
 def range_sql(lo: str, hi: str | None, mark: str = "?") -> tuple[str, tuple[str, ...]]:

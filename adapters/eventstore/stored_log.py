@@ -29,7 +29,6 @@ CellRange = tuple[str, "str | None"]  # [lo, hi) of cell ids (hex); hi None: no 
 RANGE_SQL = ("SELECT rowid, originator_id, originator_version, topic, state FROM {table}{how} "
              "WHERE originator_id >= ? AND rowid <= ?")
 SCAN_RANGES = 16
-MMAP_BYTES = 1 << 40  # SQLite caps it at its compile-time maximum (2 GiB by default)
 
 
 def range_query(table: str, cells: CellRange, stop: int, ranges: int) -> tuple[str, tuple[Any, ...]]:
@@ -46,10 +45,11 @@ def range_query(table: str, cells: CellRange, stop: int, ranges: int) -> tuple[s
 
 
 def read_only(path: str) -> sqlite3.Connection:
-    """A read-only connection to the store file that memory-maps it."""
-    conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
-    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-    return conn
+    """A read-only connection to the store file. It does not memory-map the file: a rebuild's scan
+    touches every page, and mapped pages count in the process's RSS (the whole log's size, whatever
+    the range read); through SQLite's page cache the memory stays bounded, at no cost measured in
+    speed (docs/decisions.md, issue 19)."""
+    return sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
 
 
 def range_rows(conn: sqlite3.Connection, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
@@ -101,7 +101,7 @@ class LazyLog:
 
     def rows_of_cells(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
         """The rows of the cells in the range ``cells`` with index ``<= stop`` (one of ``ranges``), read
-        through a read-only connection of its own that memory-maps the file (no system call per page)."""
+        through a read-only connection of its own."""
         path = self.conn.execute("PRAGMA database_list").fetchone()[2]
         try:
             if not path:  # an in-memory store: its one connection

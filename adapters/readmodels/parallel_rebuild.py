@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 
 from pmem.adapters.eventstore import codec
-from pmem.adapters.eventstore.sealing import SEALED, Keyring
+from pmem.adapters.eventstore.sealing import SEALED, Keyring, open_with
 from pmem.adapters.eventstore.stored_log import (
     EVENTS_TABLE,
     CellRange,
@@ -97,6 +97,9 @@ def fold_pieces(rows: list[RawRow], piece: int, keys: Any = None) -> Iterator[Ce
             fold_cell(cid, decode(rows), out)
         except Exception as e:
             raise _unappliable(rows, e, keys) from e
+        finally:
+            if keys is not None:
+                keys.drop((cid,))  # its cipher (a rebuild folds a cell once): the cache stays small
         if out.events >= piece:
             yield out
             out = CellRows()
@@ -337,13 +340,16 @@ def _decoder(keys: Any = None) -> Callable[[list[RawRow]], list[StoredEvent]]:
     """Decode the stored rows of one cell into ``(event index, revision, event class, fields)`` with the
     one codec (:mod:`pmem.adapters.eventstore.codec`), sealed fields opened with ``keys``. A row at the
     current class version is decoded inline (a rebuild does this a million times: a call per row
-    costs more than the rest of the loop); any other row, and any that does not parse, goes through
-    ``decode_fields`` (upcasting, or its one-line error)."""
+    costs more than the rest of the loop), its sealed fields opened with the cell's key, taken once
+    per cell (:func:`~pmem.adapters.eventstore.sealing.open_with`); any other row, and any that does
+    not parse, goes through ``decode_fields`` (upcasting, or its one-line error), and a sealed field
+    that key does not open through the keyring (another life, a forgotten key)."""
     classes = codec.event_classes()  # eventsourcing: not loaded by a process that only reads
     current, loads, opened = codec.CLASS_VERSION, orjson.loads, codec.opened
 
     def decode(rows: list[RawRow]) -> list[StoredEvent]:
         out: list[StoredEvent] = []
+        key, fresh = None, keys is not None and hasattr(keys, "take")
         for index, cell, revision, topic, state in rows:
             cls: Any = classes.get(topic)
             try:
@@ -352,8 +358,14 @@ def _decoder(keys: Any = None) -> Callable[[list[RawRow]], list[StoredEvent]]:
                 cls = None
             if cls is None or fields.pop("class_version", 1) != current:
                 cls, fields = codec.event_class(topic), codec.decode_fields(topic, state, cell, revision, keys)
-            elif SEALED in fields or cls.OP == "forget":
+            elif SEALED in fields:
+                if fresh:
+                    key, fresh = keys.take(cell), False
+                if not open_with(key, fields, cell, revision):
+                    opened(topic, fields, cell, revision, keys)
+            elif cls.OP == "forget":
                 opened(topic, fields, cell, revision, keys)
+                key, fresh = None, False  # the key is gone: later lives go through the keyring
             out.append((index, revision, cls, fields))
         return out
 

@@ -181,3 +181,23 @@ def test_an_in_memory_store_rebuilds_in_one_process_through_the_event_log() -> N
         store.frontier_projection.rebuild_chunk = 60
         assert store.frontier() and dump(store.projection_db) == want
         assert store.frontier_projection.position() == 300
+
+
+def test_a_rebuild_leaves_no_cipher_per_cell_in_the_key_cache(db_path: Path) -> None:
+    """A sealed store's rebuild opens each cell's events with its key, then lets the key go: the
+    process's key cache does not grow with the cells folded (it held one cipher per cell, 2.4 KB each),
+    and the rebuilt tables still equal the incremental ones (sealed values opened)."""
+    from pmem.adapters.eventstore import sealing
+
+    with pmem.open(db_path) as store:
+        write_log(store, 400, seed=7)
+        store.catch_up()
+        want = dump(store.projection_db)
+        sealing.CACHE.clear()
+        projection = store.frontier_projection
+        projection.rebuild_workers, projection.rebuild_chunk = 1, 100
+        assert store.rebuild("frontier")["events"] == 400
+        assert dump(store.projection_db) == want
+        cells = store.projection_db.execute("SELECT COUNT(*) FROM cells").fetchone()[0]
+        assert cells > 20
+        assert len(sealing.CACHE) == 0
