@@ -43,20 +43,20 @@ def emit(obj: Any) -> None:
     sys.stdout.buffer.write(orjson.dumps(obj) + b"\n")
 
 
-def emit_lines(objs: Iterable[Any]) -> None:
+EMIT_CHUNK = 16384
+
+
+def emit_lines(objs: Iterable[Any], chunk: int = EMIT_CHUNK) -> None:
     # Concatenating frees each orjson buffer at once; keeping them all alive until a join is slower
     # (their allocations do not reuse memory well when retained: docs/benchmarks.md). Written
-    # EMIT_CHUNK lines at a time, so a million receipts are never one buffer.
+    # ``chunk`` lines at a time, so a million receipts are never one buffer.
     out, lines = sys.stdout.buffer, []
     for o in objs:
         lines.append(orjson.dumps(o) + b"\n")
-        if len(lines) == EMIT_CHUNK:
+        if len(lines) == chunk:
             out.write(b"".join(lines))
             lines.clear()
     out.write(b"".join(lines))
-
-
-EMIT_CHUNK = 16384
 
 
 def check_number(name: str, value: int | None, what: str, minimum: int = 0) -> None:
