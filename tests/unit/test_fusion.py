@@ -14,6 +14,7 @@ from pmem.projections.lexical import (
     _WORD,
     COMMON_MIN,
     MAX_TERMS,
+    POSTINGS_BUDGET,
     chosen_terms,
     idf,
     names_subject,
@@ -104,6 +105,15 @@ def test_common_terms_are_left_out_of_the_lexical_query_rarest_kept() -> None:
     assert chosen_terms(["a", "b"], {"a": 1, "b": COMMON_MIN + 1}, COMMON_MIN + 1) == ["a"]
     many = {f"t{i}": i + 1 for i in range(40)}
     assert chosen_terms(list(many), many, 1_000) == [f"t{i}" for i in range(MAX_TERMS)]
+
+
+def test_a_lexical_query_holds_no_more_documents_than_its_budget_rarest_terms_first() -> None:
+    total = 1_000_000
+    df = {"zomida": 20, "corvin": 305, "origin": 4_193, "spouse": 4_139, "employer": 4_298, "city": 9_569}
+    chosen = chosen_terms(list(df), df, total)
+    assert chosen == ["zomida", "corvin", "spouse"]  # 4,464 documents; origin would pass the budget
+    assert sum(df[t] for t in chosen) <= POSTINGS_BUDGET
+    assert chosen_terms(["city"], {"city": POSTINGS_BUDGET + 1}, total) == ["city"]  # the rarest stays
 
 
 def test_idf_is_positive_and_falls_with_document_frequency() -> None:
