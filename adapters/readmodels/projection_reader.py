@@ -39,6 +39,7 @@ _AS_OF = ("SELECT c.cell_id, c.key, v.value, s.status FROM cells c "
 _KEYS = ("SELECT key FROM cells WHERE namespace = :ns AND key > :after AND first_index <= :n "
          "ORDER BY key LIMIT :limit")
 _RANGE = "c.namespace = :ns AND c.key > :after AND c.key <= :last"
+_IDS_AT_ONCE = 500  # cells read by one ``IN (...)`` query (SQLite binds at most 32,766 values)
 
 
 class ProjectionReader:
@@ -56,7 +57,11 @@ class ProjectionReader:
         """:meth:`timeline` of each of ``cids``, read in one snapshot."""
         n = FOREVER if as_of is None else as_of
         with self._snapshot():
-            return [self._cell(cid.hex, n) for cid in cids]
+            ids = list(dict.fromkeys(cid.hex for cid in cids))
+            found: dict[str, ProjectedCell] = {}
+            for start in range(0, len(ids), _IDS_AT_ONCE):
+                found.update(self._many(ids[start:start + _IDS_AT_ONCE], n))
+        return [found.get(cid.hex) for cid in cids]
 
     def frontier(self, namespace: str, as_of: int | None = None, *,
                  with_versions: bool = True) -> list[ProjectedCell]:
@@ -95,33 +100,39 @@ class ProjectionReader:
         return out
 
     def _cell(self, cid: str, n: int) -> ProjectedCell | None:
-        found = self.conn.execute("SELECT namespace, key FROM cells WHERE cell_id = ? AND first_index <= ?",
-                                  (cid, n)).fetchone()
-        if found is None:
-            return None
-        args = {"cid": cid, "n": n}
-        statuses: dict[int, list[tuple[str, int, int | None]]] = {}
-        for vid, status, start, end in self.conn.execute(
-                "SELECT vid, status, from_index, to_index FROM status_history WHERE cell_id = :cid "
-                "AND from_index <= :n ORDER BY vid, from_index", args):
-            statuses.setdefault(vid, []).append((status, start, end))
-        later: dict[int, list[tuple[int, str | None, int]]] = {}
-        for vid, index, source, trust in self.conn.execute(
-                "SELECT vid, event_index, source, trust FROM evidence_events WHERE cell_id = :cid "
-                "AND event_index <= :n ORDER BY vid, event_index", args):
-            later.setdefault(vid, []).append((index, source, trust))
-        versions = []
-        for vid, value, sup, alt, status, since, created, source, trust in self.conn.execute(
-                "SELECT vid, value, supersedes, alternative_of, status, status_since, created_index, "
-                "created_source, created_trust FROM versions WHERE cell_id = :cid AND created_index <= :n "
-                "ORDER BY vid", args):
-            runs = statuses.get(vid, [])
+        return self._many([cid], n).get(cid)
+
+    def _many(self, cids: list[str], n: int) -> dict[str, ProjectedCell]:
+        """The cells of ``cids`` (distinct) that had an event by ``n``, by id: four queries for all of them
+        (a search reads its dozen results at once)."""
+        ids = cids
+        where = f"cell_id IN ({','.join('?' * len(ids))})"
+        names = {cid: (ns, key) for cid, ns, key in self.conn.execute(
+            f"SELECT cell_id, namespace, key FROM cells WHERE {where} AND first_index <= ?", (*ids, n))}
+        if not names:
+            return {}
+        statuses: dict[tuple[str, int], list[tuple[str, int, int | None]]] = {}
+        for cid, vid, status, start, end in self.conn.execute(
+                f"SELECT cell_id, vid, status, from_index, to_index FROM status_history WHERE {where} "
+                "AND from_index <= ? ORDER BY cell_id, vid, from_index", (*ids, n)):
+            statuses.setdefault((cid, vid), []).append((status, start, end))
+        later: dict[tuple[str, int], list[tuple[int, str | None, int]]] = {}
+        for cid, vid, index, source, trust in self.conn.execute(
+                f"SELECT cell_id, vid, event_index, source, trust FROM evidence_events WHERE {where} "
+                "AND event_index <= ? ORDER BY cell_id, vid, event_index", (*ids, n)):
+            later.setdefault((cid, vid), []).append((index, source, trust))
+        versions: dict[str, list[VersionRows]] = {cid: [] for cid in names}
+        for cid, vid, value, sup, alt, status, since, created, source, trust in self.conn.execute(
+                f"SELECT cell_id, vid, value, supersedes, alternative_of, status, status_since, created_index, "
+                f"created_source, created_trust FROM versions WHERE {where} AND created_index <= ? "
+                "ORDER BY cell_id, vid", (*ids, n)):
+            runs = statuses.get((cid, vid), [])
             if since <= n:  # the current status began by N: it is the last run, still open
                 runs.append((status, since, None))
             # a version's last status run that began by N is its status at N
-            versions.append(VersionRows(vid, value, sup, alt, runs[-1][0], open_intervals(runs, n),
-                                        [(created, source, trust), *later.get(vid, ())]))
-        return assemble(found[0], found[1], versions)
+            versions[cid].append(VersionRows(vid, value, sup, alt, runs[-1][0], open_intervals(runs, n),
+                                             [(created, source, trust), *later.get((cid, vid), ())]))
+        return {cid: assemble(ns, key, versions[cid]) for cid, (ns, key) in names.items()}
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
