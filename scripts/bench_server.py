@@ -34,7 +34,8 @@ query embedding then adds its own few milliseconds to each search).
 Run it with the project's virtualenv:
 
     .venv/bin/python scripts/bench_server.py [--quick] [--cells 100000] [--clients 8] [--requests 2000]
-        [--cli-samples 20] [--embedder hashing|onnx] [--workers 2] [--compare-router] [--store DIR] [--json out.json]
+        [--cli-samples 20] [--embedder hashing|onnx] [--workers 2] [--vector-index flat|hnsw] [--compare-router]
+        [--store DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -342,6 +343,8 @@ def main() -> None:
     p.add_argument("--cli-samples", dest="cli_samples", type=int, default=20)
     p.add_argument("--embedder", default="hashing")
     p.add_argument("--workers", type=int, default=2, help="pmem serve --workers (default 2: one per core here)")
+    p.add_argument("--vector-index", dest="vector_index", choices=("flat", "hnsw"), default="flat",
+                   help="the vector index the server and the CLI use (PMEM_VECTOR_INDEX; default flat)")
     p.add_argument("--quick", action="store_true",
                    help=f"a smaller run (under 2 minutes): {', '.join(f'--{k} {v}' for k, v in QUICK.items())}")
     p.add_argument("--json", help="also write the figures here")
@@ -352,8 +355,11 @@ def main() -> None:
     a = p.parse_args()
     if a.quick:
         vars(a).update(QUICK)
+    os.environ["PMEM_VECTOR_INDEX"] = a.vector_index  # for the server and the CLI processes alike
     with tempfile.TemporaryDirectory() as d:
         db, token = store_for(a, Path(a.store or d))
+        with pmem.open(db, embedder=a.embedder) as store:  # the index's cache file, built once (untimed)
+            store.search("warm up", 1, namespace="bench")
         port = free_port()
         server = start_server(db, port, a.embedder, a.workers)
         try:
@@ -361,7 +367,7 @@ def main() -> None:
             concurrent(port, token, a.clients, a.clients * 20, lambda r, i: ("GET", "/v1/search?q=x", None))
             concurrent(port, token, a.clients, a.clients * 20, lambda r, i: ("GET", "/v1/cells/item%200", None))
             res = {"cells": a.cells, "clients": a.clients, "requests": a.requests, "embedder": a.embedder,
-                   "workers": a.workers, **measure(db, token, port, pids, a)}
+                   "workers": a.workers, "vector_index": a.vector_index, **measure(db, token, port, pids, a)}
         finally:
             server.terminate()
             server.wait(timeout=60)

@@ -32,7 +32,8 @@ from pmem.projections.lexical import names_subject, subject_words, words
 DEPTH = 32  # cells each channel proposes (at least 2k)
 FIRST_MATCHES = 2  # documents the lexical channel reads first, per cell it wants; 4x more while it lacks cells
 # The lexical channel runs beside the vector channel: SQLite's query and FAISS's scan both release the GIL,
-# so on two cores a search costs about the slower channel instead of their sum (docs/search.md).
+# so on two cores a search costs about the slower channel instead of their sum (docs/search.md). Not with
+# ``hnsw``, whose search is cheaper than the hand-off to the thread.
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmem-lexical")
 
 
@@ -61,9 +62,13 @@ class HybridSearch:
         if not lexical:
             return n, vector_channel(index, qv, eligible, k, system)
         depth = max(DEPTH, 2 * k)
-        words_later = _BESIDE.submit(self.lexical_channel, query, eligible, n, namespace, depth, system)
-        by_vector = vector_channel(index, qv, eligible, depth, system)
-        by_words = words_later.result()
+        if index.kind == "hnsw":  # a scan of a millisecond or less: a second thread would cost more CPU than it saves
+            by_vector = vector_channel(index, qv, eligible, depth, system)
+            by_words = self.lexical_channel(query, eligible, n, namespace, depth, system)
+        else:
+            words_later = _BESIDE.submit(self.lexical_channel, query, eligible, n, namespace, depth, system)
+            by_vector = vector_channel(index, qv, eligible, depth, system)
+            by_words = words_later.result()
         hits = {h.cell: h for h in (*by_words, *by_vector)}  # a cell in both: the vector channel's version
         cosine = {h.cell: h.score for h in by_vector}
         lexical_only = [h for c, h in hits.items() if c not in cosine]
