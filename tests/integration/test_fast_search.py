@@ -207,6 +207,21 @@ def test_hnsw_returns_only_versions_open_at_the_searched_index_and_scores_them_e
                     assert abs(r.score - exact) < 1e-5
 
 
+def test_hybrid_search_on_hnsw_runs_both_channels_inline_and_ranks_as_flat_does(tmp_path: Path) -> None:
+    """With ``hnsw`` the lexical channel runs on the calling thread instead of beside the scan; on a store
+    small enough for HNSW to find the exact neighbours, the fused ranking is the one ``flat`` gives."""
+    ops = [{"op": "accept", "key": f"{w} {i}", "value": f"{w} value {i} {WORDS[(i * 7) % 16]}"}
+           for i in range(30) for w in WORDS[:6]]
+    ranked = {}
+    for kind in ("flat", "hnsw"):
+        with pmem.open(tmp_path / f"{kind}.db", vector_index=kind, embedder=HashingEmbedder()) as store:
+            store.apply(ops)
+            ranked[kind] = [[(r.cell.key, r.matched) for r in store.search(q, k=8)]
+                            for q in ("alpha value 3", "kilo", "golf 12 papa", "november bravo")]
+    assert ranked["hnsw"] == ranked["flat"]
+    assert all(ranked["flat"])  # every query found something: the comparison is not of empty lists
+
+
 def test_searching_an_empty_store_twice_reads_back_its_empty_cache_file(db_path: Path) -> None:
     """The second search of an empty store loads the cache file the first wrote (0 vectors): found by
     the CLI fuzzer as an internal error (a zero-sized view cannot be cast)."""
