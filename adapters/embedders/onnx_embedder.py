@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,13 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 MAX_TOKENS = 256
 BATCH_SIZE = 64
 DIM = 384
+# Session threads, set from ``scripts/bench_embedder.py --sweep`` on the 2-core machine (docs/benchmarks.md,
+# issue 19): one intra-op thread without spinning beat onnxruntime's default (a spinning thread per
+# core), which loses the cores to whatever else runs; the graph runs its nodes in sequence, so
+# inter-op threads add nothing. ``threads=`` (or ``PMEM_ONNX_THREADS``) overrides the intra-op count.
+INTRA_OP_THREADS = 1
+INTER_OP_THREADS = 1
+SPINNING = False
 
 
 def installed_model_path() -> Path:
@@ -60,13 +68,15 @@ class OnnxEmbedder:
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path | None = None, *,
                  batch_size: int = BATCH_SIZE, max_tokens: int = MAX_TOKENS, verify: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, inter_threads: int = INTER_OP_THREADS,
+                 spinning: bool = SPINNING) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else TOKENIZER_PATH
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.verify = verify
-        self.threads = threads
+        self.threads = threads if threads is not None else _env_threads()
+        self.inter_threads, self.spinning = inter_threads, spinning
         self.runs = 0
         self.texts = 0
         self.load_seconds: float | None = None
@@ -101,8 +111,10 @@ class OnnxEmbedder:
             # Pad to the longest text of each batch: masked mean pooling ignores padding.
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
-            if self.threads is not None:
-                options.intra_op_num_threads = self.threads
+            options.intra_op_num_threads = self.threads  # 0: onnxruntime's default (one per core)
+            options.inter_op_num_threads = self.inter_threads
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "1" if self.spinning else "0")
             options.log_severity_level = 3
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime and tokenizers raise their own untyped errors
@@ -142,3 +154,13 @@ class OnnxEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # numpy types .sum(axis) as Any
         return unit
+
+
+def _env_threads() -> int:
+    """``PMEM_ONNX_THREADS`` (0: onnxruntime's default), else :data:`INTRA_OP_THREADS`."""
+    raw = os.environ.get("PMEM_ONNX_THREADS", "").strip()
+    if not raw:
+        return INTRA_OP_THREADS
+    if not raw.isdigit():
+        raise EmbedderUnavailable(f"PMEM_ONNX_THREADS must be a number of threads (0: default), got {raw!r}")
+    return int(raw)

@@ -40,6 +40,9 @@ def _apply(args: Args, store: Any) -> None:
     if store.key_edition != KEY_EDITION:  # a store of an older key edition: its keys by its own rule
         args.ops = read_batch(args.data, args.namespace, store.key_edition)
     emit_lines(r.to_dict() for r in store.apply(args.ops))
+    from pmem.adapters.service.eager_index import EagerIndex
+
+    EagerIndex(store).finish()  # a large batch: the search projections follow before the process ends
 
 
 def _add_evidence(p: argparse.ArgumentParser) -> None:
