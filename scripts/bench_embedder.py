@@ -85,28 +85,29 @@ def main() -> None:
           f"{best / hit:,.0f}x the model")
 
 
-SETTINGS = [(0, 1, True), (1, 1, True), (1, 1, False), (2, 1, True), (2, 1, False), (2, 2, False)]
+SETTINGS = [(0, 1, True, 1), (1, 1, True, 1), (1, 1, False, 1), (2, 1, True, 1), (2, 1, False, 1),
+            (2, 2, False, 1), (1, 1, False, 2), (1, 1, True, 2)]
 
 
 def sweep(n: int, repeat: int) -> None:
-    """Print texts/s per (intra-op, inter-op, spinning), the default settings marked."""
+    """Print texts/s per (intra-op, inter-op, spinning, batches at once), the default settings marked."""
     from pmem.adapters.embedders import onnx_embedder as oe
 
     corpus = [f"subject_{i}.capital: Object {i * 7919 % 1_000_000}" for i in range(n)]
-    embedders = {s: oe.OnnxEmbedder(threads=s[0], inter_threads=s[1], spinning=s[2]) for s in SETTINGS}
+    embedders = {s: oe.OnnxEmbedder(threads=s[0], inter_threads=s[1], spinning=s[2], parallel=s[3]) for s in SETTINGS}
     best = dict.fromkeys(SETTINGS, float("inf"))
     for e in embedders.values():
         e.embed(corpus[:64])  # load and warm up
     for _ in range(repeat):  # interleaved: a burst of load elsewhere hits every setting alike
         for s, e in embedders.items():
             best[s] = min(best[s], _timed(lambda e=e: e.embed(corpus)))
-    default = (oe.INTRA_OP_THREADS, oe.INTER_OP_THREADS, oe.SPINNING)
+    default = (oe.INTRA_OP_THREADS, oe.INTER_OP_THREADS, oe.SPINNING, oe.PARALLEL_BATCHES)
     print(f"{n} texts, batch {oe.BATCH_SIZE}, best of {repeat}; intra-op 0 = onnxruntime's default (one per core)")
-    print("| intra-op | inter-op | spinning | texts/s | vs default onnxruntime |")
-    print("|---|---|---|---|---|")
+    print("| intra-op | inter-op | spinning | batches at once | texts/s | vs default onnxruntime |")
+    print("|---|---|---|---|---|---|")
     for s in SETTINGS:
         mark = " (chosen)" if s == default else ""
-        print(f"| {s[0]} | {s[1]} | {'on' if s[2] else 'off'}{mark} | {n / best[s]:,.0f} | "
+        print(f"| {s[0]} | {s[1]} | {'on' if s[2] else 'off'} | {s[3]}{mark} | {n / best[s]:,.0f} | "
               f"{best[SETTINGS[0]] / best[s]:.2f}x |")
 
 
