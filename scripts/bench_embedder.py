@@ -12,6 +12,13 @@ texts are equal. Reports:
   (the model never runs: its counter is checked), against the batched model figure.
 
     .venv/bin/python scripts/bench_embedder.py [--texts 2048] [--repeat 3] [--threads N]
+
+``--sweep`` instead measures the session's thread settings (issue 19): texts/s of ``embed`` over
+``--texts`` short ``key: value`` texts (what the vector index embeds) for each intra-op/inter-op thread
+count, with spinning on (onnxruntime's default) and off, interleaved ``--repeat`` times, best of each;
+``OnnxEmbedder``'s defaults are the fastest row.
+
+    .venv/bin/python scripts/bench_embedder.py --sweep [--texts 1024] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -45,7 +52,11 @@ def main() -> None:
     p.add_argument("--texts", type=int, default=2048)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: its own)")
+    p.add_argument("--sweep", action="store_true", help="measure the thread settings instead (a table)")
     args = p.parse_args()
+    if args.sweep:
+        sweep(args.texts, args.repeat)
+        return
     corpus = texts(args.texts)
 
     started = time.perf_counter()
@@ -72,6 +83,32 @@ def main() -> None:
     print(f"single text: {single:.1f} ms (median of 50)")
     print(f"cached (SQLite, every text a hit): {len(corpus) / hit:,.0f} texts/s, "
           f"{best / hit:,.0f}x the model")
+
+
+SETTINGS = [(0, 1, True, 1), (1, 1, True, 1), (1, 1, False, 1), (2, 1, True, 1), (2, 1, False, 1),
+            (2, 2, False, 1), (1, 1, False, 2), (1, 1, True, 2)]
+
+
+def sweep(n: int, repeat: int) -> None:
+    """Print texts/s per (intra-op, inter-op, spinning, batches at once), the default settings marked."""
+    from pmem.adapters.embedders import onnx_embedder as oe
+
+    corpus = [f"subject_{i}.capital: Object {i * 7919 % 1_000_000}" for i in range(n)]
+    embedders = {s: oe.OnnxEmbedder(threads=s[0], inter_threads=s[1], spinning=s[2], parallel=s[3]) for s in SETTINGS}
+    best = dict.fromkeys(SETTINGS, float("inf"))
+    for e in embedders.values():
+        e.embed(corpus[:64])  # load and warm up
+    for _ in range(repeat):  # interleaved: a burst of load elsewhere hits every setting alike
+        for s, e in embedders.items():
+            best[s] = min(best[s], _timed(lambda e=e: e.embed(corpus)))
+    default = (oe.INTRA_OP_THREADS, oe.INTER_OP_THREADS, oe.SPINNING, oe.PARALLEL_BATCHES)
+    print(f"{n} texts, batch {oe.BATCH_SIZE}, best of {repeat}; intra-op 0 = onnxruntime's default (one per core)")
+    print("| intra-op | inter-op | spinning | batches at once | texts/s | vs default onnxruntime |")
+    print("|---|---|---|---|---|---|")
+    for s in SETTINGS:
+        mark = " (chosen)" if s == default else ""
+        print(f"| {s[0]} | {s[1]} | {'on' if s[2] else 'off'} | {s[3]}{mark} | {n / best[s]:,.0f} | "
+              f"{best[SETTINGS[0]] / best[s]:.2f}x |")
 
 
 def _timed(fn: object) -> float:

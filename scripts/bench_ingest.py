@@ -21,6 +21,16 @@ seconds spent in extraction, identity (key embedding and shortlist), append (the
 projections (catching the frontier and its tables up afterwards), plus the cells-to-keys ratio (frontier
 cells over distinct extracted keys; 1.0 means no fragmentation and no wrong merge). ``--split-only``
 skips the CLI comparison above.
+
+Then (issue 19, ``--ready``) search-ready after ingest: ``pmem ingest`` of a FactConsolidation-sized
+stream (32k: 2,310 facts over 1,500 slots; 262k: 18,332 over 12,000) followed by the first
+``pmem search``, each a whole process as a user runs them, with the search projections built as
+ingest goes (``eager``, the default) and without (``lazy``: ``PMEM_EAGER_INDEX=0``, the first search
+builds them), interleaved ``--repeat`` times, best total of each. The embedding share is the time
+the ONNX embedder alone takes for the index's texts (measured in this process, after the runs) over
+the eager total. ``--ready-only`` runs just this; ``--quick`` only the 32k stream, once.
+
+    .venv/bin/python scripts/bench_ingest.py --ready-only [--quick]
 """
 
 from __future__ import annotations
@@ -55,9 +65,9 @@ def stream(facts: int, slots: int, seed: int) -> tuple[str, int]:
     return "\n".join(lines) + "\n", len(used)
 
 
-def run(*args: str) -> tuple[float, bytes]:
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[float, bytes]:
     t = time.perf_counter()
-    r = subprocess.run([PMEM, *args], capture_output=True)
+    r = subprocess.run([PMEM, *args], capture_output=True, env=env)
     elapsed = time.perf_counter() - t
     if r.returncode != 0:
         raise SystemExit(f"pmem {' '.join(args)} failed: {r.stderr.decode()}")
@@ -122,10 +132,80 @@ def main() -> None:
     p.add_argument("--slots", type=int, default=12_000)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ready-only", action="store_true", help="only the search-ready comparison (issue 19)")
+    p.add_argument("--quick", action="store_true", help="with --ready-only: the 32k stream, once (< 2 minutes)")
     args = p.parse_args()
+    if args.ready_only:
+        ready(args)
+        return
     if not args.split_only:
         cli(args)
     split(args)
+    ready(args)
+
+
+READY_STREAMS = (("FactConsolidation 32k", 2_310, 1_500), ("FactConsolidation 262k", 18_332, 12_000))
+QUERY = "What is the capital of Subject 3?"
+
+
+def ready_run(tmp: Path, name: str, eager: bool) -> tuple[float, float]:
+    """Seconds of ``pmem ingest`` and of the first ``pmem search`` after it, into a fresh store."""
+    import os
+
+    env = {"PMEM_EAGER_INDEX": "1" if eager else "0"}
+    db = str(tmp / f"{name}-{'eager' if eager else 'lazy'}-{time.monotonic_ns()}.db")
+    t_ingest, _ = run("ingest", str(tmp / f"{name}.txt"), "--db", db, env={**os.environ, **env})
+    t_search, out = run("search", QUERY, "--db", db, env={**os.environ, **env})
+    assert out.strip(), "the search found nothing"
+    return t_ingest, t_search
+
+
+def embedding_seconds(text: str) -> tuple[int, float]:
+    """The texts the vector index of ``text``'s store embeds, and the seconds the ONNX model takes for them."""
+    from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
+    from pmem.adapters.service.store import Store
+
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([PMEM, "ingest", "-", "--db", str(Path(d) / "e.db"), "--embedder", "hashing"],
+                       input=text.encode(), capture_output=True, check=True)
+        store = Store(Path(d) / "e.db", embedder="hashing")
+        projection = store.vector_search().projection
+        projection.catch_up()
+        texts = projection.texts(0, projection.count())
+        store.close()
+    model = OnnxEmbedder()
+    model.load()
+    started = time.perf_counter()
+    model.embed(texts)
+    return len(texts), time.perf_counter() - started
+
+
+def ready(args: argparse.Namespace) -> None:
+    """Print ingest + first search, eager against lazy, per stream."""
+    streams = READY_STREAMS[:1] if args.quick else READY_STREAMS
+    repeat = 1 if args.quick else args.repeat
+    print("| stream | facts | indexing | ingest s | first search s | total s | vs lazy |")
+    print("|---|---|---|---|---|---|---|")
+    shares = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for name, facts, slots in streams:
+            text, _ = stream(facts, slots, args.seed)
+            (tmp / f"{name.split()[-1]}.txt").write_text(text)
+            best: dict[bool, tuple[float, float]] = {}
+            for _ in range(repeat if facts < 10_000 else 1):
+                for eager in (True, False):
+                    t = ready_run(tmp, name.split()[-1], eager)
+                    if eager not in best or sum(t) < sum(best[eager]):
+                        best[eager] = t
+            for eager in (True, False):
+                i, s = best[eager]
+                print(f"| {name} | {facts:,} | {'eager' if eager else 'lazy (today)'} | {i:.2f} | {s:.2f} | "
+                      f"{i + s:.2f} | {(i + s) / sum(best[False]):.2f}x |")
+            n, seconds = embedding_seconds(text)
+            shares.append(f"{name}: {n:,} texts embedded in {seconds:.2f} s = "
+                          f"{seconds / sum(best[True]):.0%} of the eager total")
+    print("\n".join(shares))
 
 
 def cli(args: argparse.Namespace) -> None:

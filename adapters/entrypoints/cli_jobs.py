@@ -118,7 +118,10 @@ def _ingest(args: Args) -> int:
     bars = progress(args)
     with Store(args.db, namespace=args.namespace, progress=bars, **embedder(args)) as store:
         identity = make_identity(store, args.soft_keys, args.extractor, llm, args.key_threshold)
-        ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity)
+        from pmem.adapters.service.eager_index import EagerIndex
+
+        ingestor = Ingestor(store, extractor, source=source, annotator=annotator, identity=identity,
+                            index=EagerIndex(store))
         for receipt in ingestor.run(tracked(records, len(records), "ingest", bars)):
             emit(receipt)
     return 0

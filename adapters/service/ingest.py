@@ -40,6 +40,7 @@ from pmem.domain.operations import Evidence, Operation, parse_operation, recorde
 from pmem.domain.views import Receipt
 
 if TYPE_CHECKING:
+    from pmem.adapters.service.eager_index import EagerIndex
     from pmem.adapters.service.soft_keys import KeyIdentity
 
 EXTRACTORS = ("template", "llm")
@@ -128,8 +129,10 @@ class Ingestor:
     """Extract -> annotate -> write, one receipt (a dict) per fact or per record without facts."""
 
     def __init__(self, store: Store, extractor: Extractor, *, source: str = "ingest",
-                 annotator: Annotator = annotate, identity: KeyIdentity | None = None) -> None:
+                 annotator: Annotator = annotate, identity: KeyIdentity | None = None,
+                 index: EagerIndex | None = None) -> None:
         self.store = store
+        self.index = index  # brings the search projections up after each committed batch (eager_index)
         self.extractor = extractor
         self.annotator = annotator
         self.identity = identity
@@ -181,6 +184,8 @@ class Ingestor:
                     pending.append((annotation, op, record, extra))
                     keys.add(fact.key)
         yield from self._flush(pending)
+        if self.index is not None:
+            self.index.finish()
 
     def _extract(self, r: Record) -> Extraction:
         """The record's extraction; a dialogue turn also tells the extractor who said it, to whom and when."""
@@ -266,6 +271,8 @@ class Ingestor:
         started = time.perf_counter()
         receipts = iter(self.store.apply([op for _, op, _, _ in writes]) if writes else [])
         self.timings["append"] += time.perf_counter() - started
+        if writes and self.index is not None:
+            self.index.after_commit()  # committed: index outside the write transaction
         for item in pending:
             if isinstance(item, dict):
                 yield item

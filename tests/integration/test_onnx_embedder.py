@@ -74,6 +74,18 @@ def test_a_text_embeds_the_same_alone_and_inside_a_batch_of_several_model_runs(e
         assert cos(alone, together[i]) > 0.999
 
 
+def test_batches_run_at_once_give_the_rows_of_batches_run_one_by_one(embedder: OnnxEmbedder) -> None:
+    """The default runs two batches at once (issue 19's measured thread settings): same rows, same order,
+    every run counted, as one batch at a time on onnxruntime's own thread settings."""
+    texts = [f"subject_{i}.capital: Object {i * 7919 % 1000}" + " long" * (i % 9) for i in range(300)]
+    assert embedder.parallel == 2 and embedder.threads == 1
+    serial = OnnxEmbedder(threads=0, parallel=1, spinning=True)
+    runs = embedder.runs
+    together = embedder.embed(texts)
+    assert embedder.runs - runs == 5
+    assert np.allclose(together, serial.embed(texts), atol=1e-5)
+
+
 def test_no_texts_give_an_empty_matrix_without_running_the_model() -> None:
     e = OnnxEmbedder()
     assert e.embed([]).shape == (0, 384)
