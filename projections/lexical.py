@@ -96,7 +96,8 @@ def chosen_terms(terms: Iterable[str], df: Mapping[str, int], total: int) -> lis
     alone passes the budget, the rarest one alone."""
     present = sorted((df.get(t, 0), t) for t in set(terms) if df.get(t, 0) > 0)
     limit = max(COMMON_MIN, COMMON_SHARE * total)
-    kept, postings = [], 0
+    kept: list[str] = []
+    postings = 0
     for d, t in present:
         if d > limit or len(kept) == MAX_TERMS or postings + d > POSTINGS_BUDGET:
             break
