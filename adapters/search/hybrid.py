@@ -31,6 +31,7 @@ from pmem.projections.lexical import names_subject, subject_words, words
 
 DEPTH = 32  # cells each channel proposes (at least 2k)
 FIRST_MATCHES = 2  # documents the lexical channel reads first, per cell it wants; 4x more while it lacks cells
+MAX_LIMIT = 2**62  # the most documents one lexical query asks for (a k near 2**63 must not overflow SQLite's LIMIT)
 # The lexical channel runs beside the vector channel: SQLite's query and FAISS's scan both release the GIL,
 # so on two cores a search costs about the slower channel instead of their sum (docs/search.md). Not with
 # ``hnsw``, whose search is cheaper than the hand-off to the thread.
@@ -87,7 +88,7 @@ class HybridSearch:
         if not terms:
             return []
         out: dict[str, Hit] = {}
-        limit = FIRST_MATCHES * depth
+        limit = min(FIRST_MATCHES * depth, MAX_LIMIT)
         while True:
             matches = self.lexical.matches({t: weights[t] for t in terms}, namespace, n, limit)
             for version_id, cell, vid, ns, event_index, score in matches:
@@ -101,7 +102,7 @@ class HybridSearch:
             if len(matches) < limit:
                 return list(out.values())
             out.clear()
-            limit *= 4
+            limit = min(4 * limit, MAX_LIMIT)
 
 
 def vector_channel(index: FaissIndex, qv: Vectors, eligible: EligibleSet, depth: int, system: bool) -> list[Hit]:

@@ -228,3 +228,11 @@ def test_searching_an_empty_store_twice_reads_back_its_empty_cache_file(db_path:
     for _ in range(2):
         with pmem.open(db_path, embedder=HashingEmbedder()) as store:
             assert store.search("anything") == []
+
+
+def test_a_search_for_a_k_near_the_largest_integer_returns_every_match(db_path: Path) -> None:
+    """Found by the API fuzzer: a k of 2**61 made the lexical query's LIMIT pass SQLite's 64 bits."""
+    with pmem.open(db_path, embedder=HashingEmbedder()) as store:
+        store.apply({"op": "accept", "key": f"v {i}", "value": f"v value {i}"} for i in range(5))
+        for k in (2**61, 2**63 - 1):
+            assert sorted(r.cell.key for r in store.search("v", k)) == [f"v_{i}" for i in range(5)]
