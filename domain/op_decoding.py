@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import msgspec
+import orjson
 
 from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import NODE_TYPES
@@ -87,7 +88,9 @@ class Revise(_Op, tag="revise", frozen=True, kw_only=True):
 
 OpStruct = Accept | Contest | Resolve | Reject | Revoke | Support | Revise
 _DECODER = msgspec.json.Decoder(OpStruct)
-_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeError)  # a lone surrogate: no UTF-8
+# a lone surrogate: no UTF-8; an int orjson cannot encode (beyond 64 bits)
+_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeError, orjson.JSONEncodeError)
+_PLAIN = (str, int, bool, type(None))
 
 
 def decode_line(line: bytes, namespace: str, key_edition: int) -> Operation | None:
@@ -101,9 +104,18 @@ def decode_line(line: bytes, namespace: str, key_edition: int) -> Operation | No
 
 
 def convert(obj: Any, namespace: str, key_edition: int) -> Operation:
-    """The operation of a mapping (the Python API's form of a line), as ``parse_operation`` makes it."""
+    """The operation of a mapping (the Python API's form of a line), as ``parse_operation`` makes it.
+
+    A plain dict of plain JSON values (``str``, ``int``, ``bool``, ``None``, exactly those types) is
+    encoded to JSON and decoded as a line: ``msgspec.convert`` into the union of structs measured 10x
+    slower than ``orjson.dumps`` plus the typed decoder. Anything else (a float, a datetime, a str
+    subclass, a mapping of another type...) is converted as it is, so no value is made a string that
+    was not one."""
     try:
-        s = msgspec.convert(obj, OpStruct)
+        if type(obj) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in obj.items()):
+            s = _DECODER.decode(orjson.dumps(obj))
+        else:
+            s = msgspec.convert(obj, OpStruct)
     except _ERRORS:
         s = None
     op = None if s is None else from_struct(s, namespace, key_edition)
