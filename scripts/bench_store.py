@@ -40,6 +40,10 @@ The CLI's peak RSS (its own, from ``wait4``) and the store's bytes per event are
 store and then sent again to it (a resend appends nothing), and prints the resend's time over the first
 write's. ``--quick`` is 50,000 operations, one repetition, 200 gets (under two minutes).
 
+``--rss-only`` measures only the CLI's peak RSS (``/usr/bin/time``): ``pmem apply`` of one line, then of
+``--ops`` lines over ``--keys`` keys, or of each ``LINES:KEYS`` batch of ``--rss-sizes``, all in the same
+run (``--rss-sizes 200000:40000,1000000:100000`` shows whether memory grows with the batch).
+
 Run it with the project's virtualenv (it imports ``pmem``):
 
     .venv/bin/python scripts/bench_store.py [--ops 200000] [--keys 40000] [--seed 1] [--json out.json]
