@@ -88,6 +88,8 @@ class Revise(_Op, tag="revise", frozen=True, kw_only=True):
 OpStruct = Accept | Contest | Resolve | Reject | Revoke | Support | Revise
 _DECODER = msgspec.json.Decoder(OpStruct)
 _ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeError)  # a lone surrogate: no UTF-8
+_ENCODER = msgspec.json.Encoder()
+_PLAIN = (str, int, bool, type(None))
 
 
 def decode_line(line: bytes, namespace: str, key_edition: int) -> Operation | None:
@@ -101,9 +103,18 @@ def decode_line(line: bytes, namespace: str, key_edition: int) -> Operation | No
 
 
 def convert(obj: Any, namespace: str, key_edition: int) -> Operation:
-    """The operation of a mapping (the Python API's form of a line), as ``parse_operation`` makes it."""
+    """The operation of a mapping (the Python API's form of a line), as ``parse_operation`` makes it.
+
+    A plain dict of plain JSON values (``str``, ``int``, ``bool``, ``None``, exactly those types) is
+    encoded to JSON and decoded as a line: ``msgspec.convert`` into the union of structs measured 5-6x
+    slower than encoding it to JSON and decoding that by type. Anything else (a float, a datetime, a str
+    subclass, a mapping of another type...) is converted as it is, so no value is made a string that
+    was not one."""
     try:
-        s = msgspec.convert(obj, OpStruct)
+        if type(obj) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in obj.items()):
+            s = _DECODER.decode(_ENCODER.encode(obj))
+        else:
+            s = msgspec.convert(obj, OpStruct)
     except _ERRORS:
         s = None
     op = None if s is None else from_struct(s, namespace, key_edition)

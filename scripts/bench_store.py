@@ -40,6 +40,10 @@ The CLI's peak RSS (its own, from ``wait4``) and the store's bytes per event are
 store and then sent again to it (a resend appends nothing), and prints the resend's time over the first
 write's. ``--quick`` is 50,000 operations, one repetition, 200 gets (under two minutes).
 
+``--rss-only`` measures only the CLI's peak RSS (``/usr/bin/time``): ``pmem apply`` of one line, then of
+``--ops`` lines over ``--keys`` keys, or of each ``LINES:KEYS`` batch of ``--rss-sizes``, all in the same
+run (``--rss-sizes 200000:40000,1000000:100000`` shows whether memory grows with the batch).
+
 Run it with the project's virtualenv (it imports ``pmem``):
 
     .venv/bin/python scripts/bench_store.py [--ops 200000] [--keys 40000] [--seed 1] [--json out.json]
@@ -236,18 +240,33 @@ def verify(db: Path, n_ops: int, n_distinct: int) -> None:
     print(f"verified CLI store: last_index={last}, frontier cells={cells}")
 
 
-def print_rss(lines: list[bytes]) -> None:
-    """Peak RSS of ``pmem apply`` of ``lines``, and of one line in the same run (the process's floor):
-    a streamed batch should not grow with its size (issue 19's goal: <= 300 MB at 1,000,000 lines)."""
+def print_rss(batches: list[tuple[int, int]], seed: int) -> None:
+    """Peak RSS of ``pmem apply`` of each batch ``(lines, keys)`` of the generator's lines, and of one
+    line first, all in the same run: a streamed batch should not grow with its size (issue 19's goal:
+    <= 300 MB at 1,000,000 lines)."""
     with tempfile.TemporaryDirectory(prefix="pmem-bench-rss-") as d:
-        for name, batch in (("one line", lines[:1]), (f"{len(lines):,} lines", lines)):
-            ops_file, db = Path(d) / f"{len(batch)}.jsonl", Path(d) / f"{len(batch)}.db"
+        runs = [("one line", 1, 1)] + [(f"{n:,} lines over {k:,} keys", n, k) for n, k in batches]
+        for name, n_ops, n_keys in runs:
+            batch = make_lines(n_ops, n_keys, seed)[0]
+            ops_file, db = Path(d) / f"{n_ops}.jsonl", Path(d) / f"{n_ops}.db"
             ops_file.write_bytes(b"".join(line + b"\n" for line in batch))
-            seconds = run_cli(ops_file, db, len(batch))
+            del batch
+            seconds = run_cli(ops_file, db, n_ops)
             ops_file.unlink()
             print(f"pmem apply, {name}: peak RSS {PEAK_RSS[-1] / 2**20:,.0f} MiB, {seconds:.1f} s, "
-                  f"{store_bytes(db) / len(batch):,.0f} store bytes per event")
-    print(f"peak RSS growth: {(PEAK_RSS[-1] - PEAK_RSS[0]) / 2**20:,.0f} MiB over the one-line run")
+                  f"{store_bytes(db) / n_ops:,.0f} store bytes per event", flush=True)
+            for p in Path(d).glob(f"{n_ops}.db*"):
+                p.unlink()
+    for (name, *_), rss in zip(runs[1:], PEAK_RSS[1:], strict=True):
+        print(f"peak RSS growth, {name}: {(rss - PEAK_RSS[0]) / 2**20:,.0f} MiB over the one-line run")
+
+
+def batch_sizes(text: str) -> list[tuple[int, int]]:
+    """``"200000:40000,1000000:100000"`` -> ``[(200000, 40000), (1000000, 100000)]``."""
+    try:
+        return [(int(n), int(k)) for n, k in (part.split(":") for part in text.split(","))]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LINES:KEYS[,LINES:KEYS...], got {text!r}") from None
 
 
 def main() -> None:
@@ -262,15 +281,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="50,000 ops, one repetition, 200 gets")
     ap.add_argument("--rss-only", action="store_true",
                     help="only the CLI's peak RSS: pmem apply of --ops lines, beside a one-line apply")
+    ap.add_argument("--rss-sizes", type=batch_sizes, metavar="LINES:KEYS,...",
+                    help="with --rss-only: these batches instead of --ops/--keys, all in the same run "
+                         "(e.g. 200000:40000,1000000:100000)")
     args = ap.parse_args()
     if args.quick:
         args.ops, args.repeat, args.gets = 50_000, 1, 200
     os.environ.pop("PMEM_SYNCHRONOUS", None)  # the CLI and the API both default to FULL, like raw
 
-    lines, keys = make_lines(args.ops, args.keys, args.seed)
     if args.rss_only:
-        print_rss(lines)
+        print_rss(args.rss_sizes or [(args.ops, args.keys)], args.seed)
         return
+    lines, keys = make_lines(args.ops, args.keys, args.seed)
     n_distinct = len(set(keys))
     times: dict[str, list[float]] = {p: [] for p in PATHS}
     with tempfile.TemporaryDirectory(prefix="pmem-bench-ops-") as ops_dir:

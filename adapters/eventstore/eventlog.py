@@ -40,9 +40,14 @@ from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
+# A streamed batch keeps at most this many cells, and this many events' worth of their state (each
+# cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 3 KB
+# with its data key's AESGCM object, an event about 0.4 KB of state (docs/decisions.md, issue 19).
 STREAM_CACHED_CELLS = 16_384
+STREAM_CACHED_EVENTS = 65_536
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
 """The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
+_uncached_cell_id = cell_id.__wrapped__
 READ_BATCH = 5_000
 RECEIPT_CELLS = 2_000
 
@@ -106,7 +111,7 @@ class EventLog(Application[UUID]):
         first_chunk = next(it, None)
         if first_chunk is None:
             return 0
-        count, new_keys = 0, list[str]()
+        count = 0
         paused = gc.isenabled()
         gc.disable()  # as in execute: many long-lived objects, no reference cycles
         try:
@@ -117,16 +122,13 @@ class EventLog(Application[UUID]):
                     ops = chunk if isinstance(chunk, (list, tuple)) else list(chunk)
                     _check_all(ops, count)
                     if ops:
-                        sink(self._execute_once(ops, new_keys))
+                        sink(self._execute_once(ops))
                     count += len(ops)
-                    if len(self._cells) > STREAM_CACHED_CELLS:  # memory stays a chunk's, not the batch's:
-                        self.keys.drop(h for _, h in self._cells.values())  # (an AESGCM is 2.4 KB)
-                        self._cells.clear()  # a cell (and its key) is read again, in the transaction
-                        gc.collect()
+                    self._bound_stream_cache()
                     chunk = next(it, None)
         except BaseException as e:
             self._cells.clear()
-            self.keys.drop(new_keys)  # keys of a rolled-back batch exist nowhere
+            self.keys.drop_all()  # keys made by a rolled-back batch exist nowhere: read them all afresh
             if isinstance(e, self._errors):
                 raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
             raise
@@ -135,10 +137,21 @@ class EventLog(Application[UUID]):
                 gc.enable()
         return count
 
+    def _bound_stream_cache(self) -> None:
+        """Between a streamed batch's chunks: past :data:`STREAM_CACHED_CELLS` cells or
+        :data:`STREAM_CACHED_EVENTS` events held in them, drop the cells and their data keys, so
+        memory stays a chunk's, not the batch's (a cell touched again is read again, in the
+        transaction)."""
+        held = sum(cell.version for cell, _ in self._cells.values())
+        if len(self._cells) > STREAM_CACHED_CELLS or held > STREAM_CACHED_EVENTS:
+            self.keys.drop(h for _, h in self._cells.values())
+            self._cells.clear()
+            gc.collect()
+
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
             try:
-                return self._execute_once(ops, [])
+                return self._execute_once(ops)
             except IntegrityError:
                 self._cells.clear()  # someone else wrote these cells: reload and decide again
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
@@ -151,7 +164,7 @@ class EventLog(Application[UUID]):
         raise ConflictRetriesExhausted(
             f"gave up after {self.max_retries} attempts: other writers kept changing the same cells")
 
-    def _execute_once(self, ops: Sequence[Operation], new_keys: list[str]) -> list[Receipt]:
+    def _execute_once(self, ops: Sequence[Operation]) -> list[Receipt]:
         known = self._known_op_ids(ops)
         # a resent operation decides nothing: its cell need not be loaded
         cells = self._load_cells({(op.namespace, op.key) for op in ops
@@ -195,7 +208,6 @@ class EventLog(Application[UUID]):
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
         for c, _, _ in key_rows:
             self.keys.remember(c, batch_keys[c])
-        new_keys.extend(c for c, _, _ in key_rows)  # (a streamed batch drops them if it rolls back)
         self._cells.update(cells)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
         receipts: list[Receipt] = []
@@ -241,7 +253,9 @@ class EventLog(Application[UUID]):
         if len(self._cells) > MAX_CACHED_CELLS:
             self._cells.clear()
         cells = {k: self._cells[k] for k in keys if k in self._cells}
-        missing = {cell_id(*k): k for k in keys if k not in cells}
+        # Not cell_id's process-wide cache: a cell read here is held in self._cells, which is the
+        # write path's cache; the shared one would only grow with the batch's cells (330 B each).
+        missing = {_uncached_cell_id(*k): k for k in keys if k not in cells}
         if missing:
             now = datetime.now(UTC)
             stored = self.recorder.select_cells(list(missing))

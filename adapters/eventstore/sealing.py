@@ -191,6 +191,11 @@ class Keyring:
         for cell in cells:
             CACHE.pop((self.store, cell), None)
 
+    def drop_all(self) -> None:
+        """Forget every cached key of this store (they are read again when needed)."""
+        for k in [k for k in CACHE if k[0] == self.store]:
+            del CACHE[k]
+
     def unseal(self, fields: dict[str, Any], cell: str, revision: int) -> dict[str, Any]:
         """``fields`` with their sealed fields opened in place (:data:`FORGOTTEN_TEXT` where the key is
         gone or the blob does not open)."""

@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -34,6 +34,10 @@ from eventsourcing.sqlite import (
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHUNK = 500
 CHECKPOINT_TRIES = 40
+CACHE_KIB = 65_536  # a connection's page cache: the (cell id, version) index stays in memory for reads
+# ... but a streamed batch (a write of any size, chunk by chunk) keeps a smaller one: its page cache is
+# most of its memory, and 16 MiB measured the same CPU time as 64 at 200,000 events (docs/decisions.md)
+STREAM_CACHE_KIB = 16_384
 Row = tuple[str, int, str, bytes]
 KeyRow = tuple[str, int, bytes]  # (cell id hex, life, key)
 ScrubRow = tuple[bytes, str, int]  # (new state, cell id hex, revision)
@@ -67,7 +71,7 @@ class TunedConnectionPool(SQLiteConnectionPool):
                 delay = min(delay * 2, 0.25)
         raw = conn._sqlite_conn
         raw.execute(f"PRAGMA synchronous={self.synchronous}")
-        raw.execute("PRAGMA cache_size=-65536")  # 64 MiB: the (cell id, version) index stays in memory
+        raw.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         raw.row_factory = None  # plain tuples: faster than sqlite3.Row
         return conn
 
@@ -139,11 +143,14 @@ class PmemRecorder(SQLiteApplicationRecorder):
         as any write does), so what is read inside is current and no other writer interleaves."""
         with self.datastore.transaction(commit=True) as c:
             c.execute("DELETE FROM pmem_keys WHERE 0")
+            c.execute(f"PRAGMA cache_size=-{STREAM_CACHE_KIB}")  # memory bounded by a chunk (issue 19)
             self._local.cursor = c
             try:
                 yield
             finally:
                 self._local.cursor = None
+                with suppress(sqlite3.Error):  # (a broken connection must not hide the batch's error)
+                    c.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
 
     @contextmanager
     def _tx(self, *, commit: bool) -> Iterator[Any]:

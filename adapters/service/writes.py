@@ -37,12 +37,13 @@ class Writes:
             raise InvalidOperation(f"operations must be a list of operations, got {type(operations).__name__}",
                                    field="operations")
         ops: list[Operation] = []
+        namespace, key_edition = self.w.namespace, self.w.key_edition  # (read through a wrapper: once)
         for n, item in enumerate(operations, 1):
             if isinstance(item, Operation):
                 ops.append(item)
                 continue
             try:
-                ops.append(convert(item, self.w.namespace, self.w.key_edition))
+                ops.append(convert(item, namespace, key_edition))
             except InvalidOperation as e:
                 _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import pmem
+from pmem.adapters.eventstore import eventlog, sealing, sqlite_log
 from pmem.domain.errors import InvalidBatch
 from pmem.domain.operations import Evidence, Operation
+from tests.conftest import Backend
 
 
 def _chunk(start: int, n: int, op_id: bool = True) -> list[Operation]:
@@ -44,3 +47,43 @@ def test_receipts_match_one_apply_and_repeats_across_chunks_are_duplicates(store
     assert [r.duplicate for r in got] == [False] * 100 + [True] * 5
     assert got[100:] == [r._replace(duplicate=True) for r in got[:5]]
     assert store.apply_stream(iter([]), got.extend) == 0
+
+
+def test_a_rolled_back_batch_leaves_no_data_key_of_its_new_cells_cached(store: pmem.Store) -> None:
+    def chunks() -> Iterator[list[Operation]]:
+        yield _chunk(0, 60, op_id=False)  # 50 new cells, each given a data key inside the batch
+        raise InvalidBatch("missing 'value'", line=61, field="value")
+
+    with pytest.raises(InvalidBatch):
+        store.apply_stream(chunks(), lambda _: None)
+    store.apply(_chunk(100, 50, op_id=False))  # the same cells again: they need keys that are stored
+    sealing.CACHE.clear()  # as a new process: only the stored keys open the stored values
+    assert [store.get(f"k{i}").value for i in range(50)] == [f"v{i}" for i in range(100, 150)]
+
+
+def test_cells_held_between_chunks_are_bounded_by_their_events(store: pmem.Store, backend: Backend,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = [_chunk(n * 100, 100) for n in range(6)]  # 50 cells, 2 events each per chunk
+    with pmem.open(backend.new_url()) as one:
+        expected = [r.to_dict() for r in one.apply([op for c in chunks for op in c])]
+    monkeypatch.setattr(eventlog, "STREAM_CACHED_EVENTS", 150)  # 50 cells of 4 events are dropped
+    got: list[pmem.Receipt] = []
+    store.apply_stream(iter(chunks), got.extend)
+    assert [r.to_dict() for r in got] == expected  # cells dropped and read again decide the same
+    assert not store.log_store._cells  # 50 cells of 12 events each: over the bound, so not held
+
+
+def test_a_streamed_batch_writes_through_a_small_page_cache_and_then_restores_it(db_path: Path) -> None:
+    with pmem.open(db_path) as store:
+        recorder = store.log_store.recorder
+
+        def cache_size() -> int:
+            with recorder._tx(commit=False) as c:
+                c.execute("PRAGMA cache_size")
+                return int(c.fetchone()[0])
+
+        during: list[int] = []
+        store.apply_stream(iter([_chunk(0, 10)]), lambda _: during.append(cache_size()))
+        assert during == [-sqlite_log.STREAM_CACHE_KIB]  # a batch of any size: memory bounded by a chunk
+        assert cache_size() == -sqlite_log.CACHE_KIB  # reads keep the large one
+        assert store.get("k3").value == "v3"
