@@ -18,7 +18,13 @@ the context holds the answer (at least half of the answer's content words), and 
 P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns by embedding.
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
-        [--base http://127.0.0.1:8090/v1] [--model openai/qwen]
+        [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE | --replay FILE] \\
+        [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
+
+``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
+lines; ``--replay FILE`` answers every call from such a file through litellm's ``mock_response``, so a
+change to the grounding rules is re-scored in seconds without a model (the answers depend on the prompt:
+after a prompt change, record again). A call not in the file stops the run, naming it.
 
 The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; no test runs this.
 """
@@ -26,6 +32,7 @@ The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -40,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
-from pmem.adapters.llm.client import LlmSettings  # noqa: E402
+from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
 from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
@@ -62,6 +69,57 @@ WRONG_CELLS = [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job"
 under any other key (``audrey.age = 3 years`` is as wrong: she has had her dogs for 3 years)."""
 QA_CATEGORIES = {4: "single-hop", 2: "temporal"}
 K = 12
+
+
+class NotRecorded(BaseException):
+    """A replayed call whose request is not in the file. A ``BaseException``: the client turns every
+    ``Exception`` of a call into a recorded reason, and a miss must stop the run instead."""
+
+
+def call_id(kwargs: dict[str, Any]) -> str:
+    """The request's identity: a hash of its messages and its response schema (not of the server or timeout)."""
+    request = {"messages": kwargs["messages"], "response_format": kwargs.get("response_format")}
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:32]
+
+
+class Tape:
+    """Records every ``litellm.completion`` answer of the run to a JSON-lines file, or replays them from one.
+    Installed on the litellm module the client imports, so production code is unchanged."""
+
+    def __init__(self, path: Path, replay: bool) -> None:
+        self.path, self.replay = path, replay
+        self.answers: dict[str, dict[str, Any]] = {}
+        if replay:
+            for line in path.read_text().splitlines():
+                entry = json.loads(line)
+                self.answers[entry["id"]] = entry
+        else:
+            path.write_text("")
+        self.litellm = _litellm()
+        self.real = self.litellm.completion
+        self.litellm.completion = self.completion
+
+    def completion(self, **kwargs: Any) -> Any:
+        key = call_id(kwargs)
+        if self.replay:
+            entry = self.answers.get(key)
+            if entry is None:
+                user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
+                raise NotRecorded(f"--replay {self.path}: call {key} (last message {user!r}) is not recorded")
+            if entry.get("error"):
+                raise RuntimeError(entry["error"])
+            return self.real(**{**kwargs, "mock_response": entry["answer"]})
+        entry = {"id": key, "messages": kwargs["messages"]}
+        try:
+            response = self.real(**kwargs)
+            entry["answer"] = response.choices[0].message.content
+            return response
+        except Exception as e:
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+            raise
+        finally:
+            with self.path.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
 
 
 class Recording:
@@ -182,12 +240,19 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call (a busy CPU is slow)")
     p.add_argument("--quick", action="store_true", help="session 1 only (13 model calls)")
+    p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
+    p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
+    tape = p.add_mutually_exclusive_group()
+    tape.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
+    tape.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model")
     args = p.parse_args()
-    sessions = (1,) if args.quick else (1, 2, 3)
+    if args.record or args.replay:
+        Tape(args.record or args.replay, replay=args.replay is not None)
+    sessions = (1,) if args.quick else tuple(int(n) for n in args.sessions.split(","))
     sample = conversation(args.data, sessions, args.turns)
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
-    gold = [json.loads(line) for line in (DATA / "locomo_gold_conv0_s1-3.jsonl").read_text().splitlines()]
+    gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
     with tempfile.TemporaryDirectory() as tmp:
