@@ -13,7 +13,14 @@ A language model proposes facts; these deterministic rules decide which of them 
 - **attribution**: in a dialogue, a fact about a speaker is taken only from that speaker's own turns: a
   fact whose subject is the listener is dropped; ``user``, ``I`` and the speaker's own name mean the
   speaker, but not when the value comes only from words about the listener ("you ...", no "I"); any
-  other subject must be named in the text.
+  other subject must be named in the text;
+- **a durable fact** (:func:`durable_problem`): the value is a name or a short phrase, not a sentence
+  (at most :data:`MAX_VALUE_WORDS` words, no end mark, no first- or second-person clause); the
+  attribute is a short slot name (at most :data:`MAX_ATTRIBUTE_WORDS` words, no first person); and
+  neither names a feeling, a reaction, thanks, agreement or an opinion (:data:`NOT_DURABLE`), which a
+  memory of facts about people does not keep;
+- **no paraphrase of the subject**: a value may not add its own subject's name: a paraphrase that adds
+  the speaker's name ("Caroline gives others hope", where the record never says "Caroline") is ungrounded.
 
 Every rule answers with the reason a candidate is dropped (or ``None``), which goes on the receipt.
 Nothing here does I/O.
@@ -52,6 +59,16 @@ _GREETING = re.compile(r"^(hi|hey|hello|good (morning|afternoon|evening|night)|b
                        r"you|you're|youre|your|that's|thats|that sounds|that is|what a|how)\b", re.I)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|us)\b", re.I)
 _REACTION_WORDS = 6  # an exclamation this short, with no first person, is a reaction ("Cute little guys!")
+
+MAX_VALUE_WORDS = 12
+"""A longer value is a sentence or a paraphrase, not a name or a short phrase (docs/ingest.md#grounding)."""
+MAX_ATTRIBUTE_WORDS = 4
+"""A longer attribute is a phrase (``i_m_going_to_keep_using_my_voice``), not the name of a slot."""
+_DEGREE = frozenset("pretty quite super totally absolutely truly incredibly extremely bit little much".split())
+"""Words of degree, which leave a feeling a feeling ("pretty exciting")."""
+_CLAUSE = re.compile(r"\b(i|i'm|im|i've|ive|i'd|i'll|we|we're|we've|we'd|we'll|you|you're|youre|you've|"
+                     r"you'd|you'll)\b", re.I)
+"""A first- or second-person subject pronoun: a value holding one is a clause ("I totally agree")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +146,10 @@ def states_nothing(text: str) -> str | None:
     return None
 
 
-def value_problem(value: str, text: str, evidence: str | None = None) -> str | None:
-    """Why ``value`` is not supported by ``text`` (and the model's ``evidence`` span, if given), or ``None``."""
+def value_problem(value: str, text: str, evidence: str | None = None, subject: str = "") -> str | None:
+    """Why ``value`` is not supported by ``text`` (and the model's ``evidence`` span, if given), or ``None``.
+    A value may not add the name of its own ``subject`` (who the fact is about) where the record does not
+    say it: "Caroline gives others hope" from Caroline's "I ... give others hope" is a paraphrase."""
     missing = numbers(value) - numbers(text)
     if missing:
         return f"ungrounded: number {sorted(missing)[0]} of the value is not in the record"
@@ -138,6 +157,9 @@ def value_problem(value: str, text: str, evidence: str | None = None) -> str | N
         return "ungrounded: the value has no content words"
     if coverage(value, text) < MIN_COVERAGE:
         return "ungrounded: the value's words are not in the record"
+    named = sorted((content(value) & content(subject)) - content(text))
+    if named:
+        return f"ungrounded: the value names its subject ({named[0]}), which the record does not (a paraphrase)"
     if evidence and evidence.strip():
         if coverage(evidence, text) < MIN_COVERAGE:
             return "ungrounded: the quoted evidence is not in the record"
@@ -217,10 +239,50 @@ def attribute_problem(attribute: str, value: str, text: str) -> str | None:
     return None
 
 
+def _names(subject: str, said: Utterance | None, text: str) -> str:
+    """The words that name the fact's subject: the subject as given, and the speaker's name when it is them."""
+    if said is not None and resolve_subject(subject, said, text)[0] == said.speaker:
+        return f"{subject} {said.speaker}"
+    return subject
+
+
+NOT_DURABLE = frozenset(words("""happy happiness unhappy sad sadness glad proud pride excited excitement exciting
+thrilled keen keenness lucky fun enjoy enjoyment joy feel feeling mood emotion upset sorry worried worry
+thank thanks thankful thankfulness grateful gratitude appreciate appreciation congrats congratulations
+praise compliment agree agreement disagree opinion thought kindness"""))
+"""Words of feelings, reactions, thanks, agreement and opinions: an attribute with one of them, or a value made
+only of them, is a mood of the moment, not a durable fact about a person (docs/ingest.md#grounding).
+Kept as :func:`words` gives them (folded, a plural ``s`` dropped), as attributes and values are compared."""
+
+def durable_problem(attribute: str, value: str) -> str | None:
+    """Why a fact is not a durable fact about someone: a sentence or clause for a value, a phrase for an
+    attribute, or a feeling, reaction, thanks, agreement or opinion; ``None`` for a name or short phrase."""
+    a = [w for w in words(attribute.replace("_", " ")) if w]
+    if len(a) > MAX_ATTRIBUTE_WORDS:
+        return f"not durable: attribute {normalize_key(attribute)[:60]!r} is a phrase, not a slot name"
+    if _FIRST_PERSON.search(attribute.replace("_", " ")):
+        return f"not durable: attribute {normalize_key(attribute)[:60]!r} is a first-person phrase"
+    mood = sorted(set(a) & NOT_DURABLE)
+    if mood:
+        return f"not durable: attribute {normalize_key(attribute)[:60]!r} names a feeling or reaction ({mood[0]})"
+    v = value.strip()
+    if len(words(v)) > MAX_VALUE_WORDS:
+        return f"not durable: the value is a sentence ({len(words(v))} words), not a name or short phrase"
+    if v.endswith((".", "!", "?")) and len(words(v)) > 1:
+        return "not durable: the value is a whole sentence"
+    if _CLAUSE.search(v):
+        return "not durable: the value is a first- or second-person clause"
+    if content(v) & NOT_DURABLE and content(v) <= NOT_DURABLE | _DEGREE:
+        return "not durable: the value is a feeling or reaction"
+    return None
+
+
 def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     """Every rule in order: the first reason ``c`` may not be written, or ``None``."""
-    problem = (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
-               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
+    problem = (attribute_problem(c.attribute, c.value, text)
+               or value_problem(c.value, text, c.evidence, _names(c.subject, said, text))
+               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1]
+               or durable_problem(c.attribute, c.value) or None)
     if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:
         return addressed_problem(c.value, text, c.evidence)
     return problem

@@ -10,6 +10,7 @@ from pmem.domain.extraction.grounding import (
     Candidate,
     Utterance,
     check,
+    durable_problem,
     non_assertive,
     numbers,
     resolve_subject,
@@ -148,3 +149,61 @@ def test_a_speakers_fact_from_words_about_the_listener_is_misattributed() -> Non
     assert check(Candidate("Melanie", "helpful_group", "found"), text, melanie) == (
         "misattributed: the value comes from words about the listener, not the speaker")
     assert check(Candidate("I", "city", "Porto"), "You asked: I live in Porto now.", melanie) is None
+
+
+NORA = Utterance("Nora", ("Sam",), "2024-03-02T10:00:00")
+
+
+@pytest.mark.parametrize("attribute, value", [
+    ("job", "Financial Analyst"),
+    ("dog_names", "Pepper, Precious and Panda"),
+    ("plan", "going sailing with my brother next month"),  # "my" is a possessive, not a clause
+    ("dream", "a family and a loving home for the kids who need one"),  # 12 words: still a phrase
+    ("favorite_band_name", "The Quiet Hours"),  # four words: still a slot name
+])
+def test_a_name_or_short_phrase_under_a_slot_name_is_durable(attribute: str, value: str) -> None:
+    assert durable_problem(attribute, value) is None
+
+
+@pytest.mark.parametrize("attribute, value, why", [
+    ("thanks", "Thanks, Sam, for the lift today and for the long talk about the new garden we built",
+     "attribute 'thanks' names a feeling or reaction (thank)"),
+    ("plans", "We spent the whole weekend painting the old fence of the garden behind the house",
+     "the value is a sentence (15 words)"),
+    ("work", "It is still a work in progress.", "the value is a whole sentence"),
+    ("agree", "I totally agree", "attribute 'agree' names a feeling or reaction (agree)"),
+    ("stance", "I totally agree", "the value is a first- or second-person clause"),
+    ("summer", "we're thinking about camping", "the value is a first- or second-person clause"),
+    ("state", "pretty exciting", "the value is a feeling or reaction"),
+    ("happiness", "happy", "names a feeling or reaction (happiness)"),
+    ("i_m_going_to_keep_using_my_voice", "to make a change", "is a phrase, not a slot name"),
+    ("my_story", "coming out", "is a first-person phrase"),
+])
+def test_a_sentence_a_phrase_or_a_feeling_is_not_a_durable_fact(attribute: str, value: str, why: str) -> None:
+    problem = durable_problem(attribute, value)
+    assert problem is not None and problem.startswith("not durable") and why in problem
+
+
+def test_a_value_may_not_add_its_own_subjects_name() -> None:
+    text = "Your words mean a lot to me. I'll keep telling my story to give others hope."
+    assert value_problem("Nora gives others hope", text) is None  # 3 of 4 words: the 75% rule alone lets it pass
+    assert value_problem("Nora gives others hope", text, subject="I Nora") == (
+        "ungrounded: the value names its subject (nora), which the record does not (a paraphrase)")
+    assert value_problem("give others hope", text, subject="I Nora") is None
+    assert value_problem("Nora Lind", "My name is Nora Lind.", subject="I Nora") is None  # the record says it
+    assert check(Candidate("I", "aim", "Nora gives others hope"), text, NORA) == (
+        "ungrounded: the value names its subject (nora), which the record does not (a paraphrase)")
+    assert check(Candidate("I", "aim", "give others hope"), text, NORA) is None
+    sam = Utterance("Sam", ("Nora",))  # another person's name is no paraphrase of the subject
+    assert check(Candidate("I", "aim", "give others hope, Nora"), "I want to give others hope", sam) is None
+
+
+def test_a_non_durable_fact_is_dropped_with_its_reason_on_the_receipt() -> None:
+    text = "I totally agree, looking after yourself matters. I moved to Lisbon last spring."
+    answer = json.dumps({"facts": [
+        {"subject": "Nora", "attribute": "agreement", "value": "I totally agree", "evidence": "I totally agree"},
+        {"subject": "Nora", "attribute": "home", "value": "Lisbon", "evidence": "I moved to Lisbon"}]})
+    x = parse_grounded(answer, 4, text, NORA)
+    assert [(f.key, f.value) for f in x.facts] == [("nora.home", "Lisbon")]
+    assert x.dropped == ("fact 1 (key 'agreement'): not durable: attribute 'agreement' names a feeling or "
+                         "reaction (agreement)",)
