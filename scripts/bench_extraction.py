@@ -263,14 +263,14 @@ def main() -> None:
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
-        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls)
+        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls, args.replay is not None)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
             print(f"  {mode:18} {cat:10} {hit}/{n}  {tokens / n:.0f} tokens")
 
 
 def report(model: str, sessions: Sequence[int], records: list[Record], rec: Recording, base: Recording,
-           gold: list[dict[str, str]], calls: int) -> None:
+           gold: list[dict[str, str]], calls: int, replayed: bool = False) -> None:
     facts = written(records, rec)
     for r, k, v in facts:
         print(f"  {dia(r)} wrote {k} = {v!r}")
@@ -284,7 +284,7 @@ def report(model: str, sessions: Sequence[int], records: list[Record], rec: Reco
     print(f"  written {s['written']}  precision {precision}  recall {s['recall']:.2f}  "
           f"ungrounded {len(s['ungrounded'])} {s['ungrounded']}  leaks {len(s['leaks'])} {s['leaks']}")
     print(f"  s/turn {rec.seconds / len(records):.2f}  (baseline, template extractor: "
-          f"{base.seconds / len(records):.4f})")
+          f"{base.seconds / len(records):.4f})" + ("  replayed answers: no model time" if replayed else ""))
 
 
 if __name__ == "__main__":
