@@ -88,11 +88,11 @@ class Tape:
 
     def __init__(self, path: Path, replay: bool) -> None:
         self.path, self.replay = path, replay
-        self.answers: dict[str, dict[str, Any]] = {}
+        self.answers: dict[str, list[dict[str, Any]]] = {}  # per request, its answers in the order given
         if replay:
             for line in path.read_text().splitlines():
                 entry = json.loads(line)
-                self.answers[entry["id"]] = entry
+                self.answers.setdefault(entry["id"], []).append(entry)
         else:
             path.write_text("")
         self.litellm = _litellm()
@@ -102,7 +102,8 @@ class Tape:
     def completion(self, **kwargs: Any) -> Any:
         key = call_id(kwargs)
         if self.replay:
-            entry = self.answers.get(key)
+            queue = self.answers.get(key)
+            entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
             if entry is None:
                 user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
                 raise NotRecorded(f"--replay {self.path}: call {key} (last message {user!r}) is not recorded")
