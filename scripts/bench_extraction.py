@@ -175,12 +175,17 @@ def matches(value: str, gold: str) -> bool:
     return bool(a & b) and len(a & b) >= min(len(a), len(b)) / 2
 
 
+def gold_hits(r: Record, key: str, value: str, gold: list[dict[str, str]]) -> list[int]:
+    """The gold facts a written fact matches: same turn, same person, the value's words."""
+    subject = key.split(".", 1)[0]
+    return [i for i, g in enumerate(gold) if g["dia_id"] == dia(r) and subject_slug(g["subject"]) == subject
+            and matches(value, g["value"])]
+
+
 def score(facts: list[tuple[Record, str, str]], gold: list[dict[str, str]]) -> dict[str, Any]:
     hits, found = 0, set()
     for r, key, value in facts:
-        subject = key.split(".", 1)[0]
-        ok = [i for i, g in enumerate(gold) if g["dia_id"] == dia(r) and subject_slug(g["subject"]) == subject
-              and matches(value, g["value"])]
+        ok = gold_hits(r, key, value, gold)
         hits += bool(ok)
         found.update(ok)
     ungrounded = [(dia(r), k, v) for r, k, v in facts
@@ -274,7 +279,7 @@ def report(model: str, sessions: Sequence[int], records: list[Record], rec: Reco
            gold: list[dict[str, str]], calls: int, replayed: bool = False) -> None:
     facts = written(records, rec)
     for r, k, v in facts:
-        print(f"  {dia(r)} wrote {k} = {v!r}")
+        print(f"  {dia(r)} wrote {k} = {v!r}{'' if gold_hits(r, k, v, gold) else '  (not in the gold)'}")
     for n, x in sorted(rec.got.items()):
         for why in x.dropped:
             print(f"  record {n} dropped {why}")
