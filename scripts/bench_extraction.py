@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
 from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
+from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
 from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
@@ -249,12 +250,15 @@ def main() -> None:
     p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
     p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
+    p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
     tape = p.add_mutually_exclusive_group()
     tape.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
     tape.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model")
     args = p.parse_args()
     if args.record or args.replay:
         Tape(args.record or args.replay, replay=args.replay is not None)
+    if args.prompt:  # read at each call, so the module's constant is the one place to change
+        extractor_module.EXTRACT_PROMPT = args.prompt.read_text()
     sessions = (1,) if args.quick else tuple(int(n) for n in args.sessions.split(","))
     sample = conversation(args.data, sessions, args.turns)
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
