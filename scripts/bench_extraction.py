@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
-from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
 from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
+from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
 from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402

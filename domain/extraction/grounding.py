@@ -71,6 +71,9 @@ MAX_ATTRIBUTE_WORDS = 4
 """A longer attribute is a phrase (``i_m_going_to_keep_using_my_voice``), not the name of a slot."""
 _DEGREE = frozenset("pretty quite super totally absolutely truly incredibly extremely bit little much".split())
 """Words of degree, which leave a feeling a feeling ("pretty exciting")."""
+_THIRD_PERSON = frozenset("he him his she her hers they them their theirs".split())
+"""Stop words, but a value's pronoun must be the record's: "doing her best" from "I'm doing my best" is
+a rewording in the third person."""
 _OWN = re.compile(r"\b(i|i'm|i've|my|mine|we|our)\b", re.I)
 """First-person words that make an attribute a phrase (``my_story``); ``me_time`` is a slot name."""
 _REFERENCE = re.compile(r"^((all|both|the|this|that|these|those|their|our|its|his|her|such)\s+)+", re.I)
@@ -166,6 +169,9 @@ def value_problem(value: str, text: str, evidence: str | None = None) -> str | N
         return "ungrounded: the value has no content words"
     if coverage(value, text) < MIN_COVERAGE:
         return "ungrounded: the value's words are not in the record"
+    swapped = sorted(set(words(value)) & _THIRD_PERSON - set(words(text)))
+    if swapped:
+        return f"ungrounded: the value's pronoun {swapped[0]!r} is not in the record (a paraphrase)"
     if evidence and evidence.strip() and coverage(evidence, text) < EVIDENCE_COVERAGE:
         return "ungrounded: the quoted evidence is not in the record"
     return None

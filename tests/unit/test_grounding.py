@@ -216,3 +216,11 @@ def test_a_non_durable_fact_is_dropped_with_its_reason_on_the_receipt() -> None:
     assert [(f.key, f.value) for f in x.facts] == [("nora.home", "Lisbon")]
     assert x.dropped == ("fact 1 (key 'agreement'): not durable: attribute 'agreement' names a feeling or "
                          "reaction (agreement)",)
+
+
+def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
+    text = "It's still a work in progress, but I'm doing my best."
+    assert value_problem("doing her best", text) == (
+        "ungrounded: the value's pronoun 'her' is not in the record (a paraphrase)")
+    assert value_problem("doing my best", text) is None
+    assert value_problem("her garden", "Nora showed me her garden.") is None  # the record's own pronoun
