@@ -79,8 +79,9 @@ _OWN = re.compile(r"\b(i|i'm|i've|my|mine|we|our)\b", re.I)
 _REFERENCE = re.compile(r"^((all|both|the|this|that|these|those|their|our|its|his|her|such)\s+)+", re.I)
 """Determiners that point back: "the group", "this dress", "their support" name nothing by themselves."""
 _CLAUSE = re.compile(r"\b(i|i'm|im|i've|ive|i'd|i'll|we|we're|we've|we'd|we'll|you|you're|youre|you've|"
-                     r"you'd|you'll)\b", re.I)
-"""A first- or second-person subject pronoun: a value holding one is a clause ("I totally agree")."""
+                     r"you'd|you'll|yourself|yourselves)\b", re.I)
+"""A first- or second-person subject pronoun, or "yourself": a value holding one is a clause ("I totally
+agree", "a great outlet for expressing yourself")."""
 
 
 @dataclass(frozen=True, slots=True)

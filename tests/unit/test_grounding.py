@@ -175,6 +175,7 @@ def test_a_name_or_short_phrase_under_a_slot_name_is_durable(attribute: str, val
     ("agree", "I totally agree", "attribute 'agree' names a feeling or reaction (agree)"),
     ("stance", "I totally agree", "the value is a first- or second-person clause"),
     ("summer", "we're thinking about camping", "the value is a first- or second-person clause"),
+    ("painting", "a great outlet for expressing yourself", "the value is a first- or second-person clause"),
     ("state", "pretty exciting", "the value is a feeling, reaction or opinion"),
     ("self_care", "important", "the value is a feeling, reaction or opinion"),
     ("group", "the group", "the value 'the group' refers to something it does not name"),
