@@ -298,4 +298,7 @@ def report(model: str, sessions: Sequence[int], records: list[Record], rec: Reco
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except NotRecorded as e:
+        sys.exit(f"error: {e}")
