@@ -18,7 +18,13 @@ the context holds the answer (at least half of the answer's content words), and 
 P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns by embedding.
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
-        [--base http://127.0.0.1:8090/v1] [--model openai/qwen]
+        [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE | --replay FILE] \\
+        [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
+
+``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
+lines; ``--replay FILE`` answers every call from such a file through litellm's ``mock_response``, so a
+change to the grounding rules is re-scored in seconds without a model (the answers depend on the prompt:
+after a prompt change, record again). A call not in the file stops the run, naming it.
 
 The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; no test runs this.
 """
@@ -26,6 +32,7 @@ The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -40,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pmem  # noqa: E402
-from pmem.adapters.llm.client import LlmSettings  # noqa: E402
+from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
+from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
 from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
@@ -62,6 +70,58 @@ WRONG_CELLS = [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job"
 under any other key (``audrey.age = 3 years`` is as wrong: she has had her dogs for 3 years)."""
 QA_CATEGORIES = {4: "single-hop", 2: "temporal"}
 K = 12
+
+
+class NotRecorded(BaseException):
+    """A replayed call whose request is not in the file. A ``BaseException``: the client turns every
+    ``Exception`` of a call into a recorded reason, and a miss must stop the run instead."""
+
+
+def call_id(kwargs: dict[str, Any]) -> str:
+    """The request's identity: a hash of its messages and its response schema (not of the server or timeout)."""
+    request = {"messages": kwargs["messages"], "response_format": kwargs.get("response_format")}
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:32]
+
+
+class Tape:
+    """Records every ``litellm.completion`` answer of the run to a JSON-lines file, or replays them from one.
+    Installed on the litellm module the client imports, so production code is unchanged."""
+
+    def __init__(self, path: Path, replay: bool) -> None:
+        self.path, self.replay = path, replay
+        self.answers: dict[str, list[dict[str, Any]]] = {}  # per request, its answers in the order given
+        if replay:
+            for line in path.read_text().splitlines():
+                entry = json.loads(line)
+                self.answers.setdefault(entry["id"], []).append(entry)
+        else:
+            path.write_text("")
+        self.litellm = _litellm()
+        self.real = self.litellm.completion
+        self.litellm.completion = self.completion
+
+    def completion(self, **kwargs: Any) -> Any:
+        key = call_id(kwargs)
+        if self.replay:
+            queue = self.answers.get(key)
+            entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
+            if entry is None:
+                user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
+                raise NotRecorded(f"--replay {self.path}: call {key} (last message {user!r}) is not recorded")
+            if entry.get("error"):
+                raise RuntimeError(entry["error"])
+            return self.real(**{**kwargs, "mock_response": entry["answer"]})
+        entry = {"id": key, "messages": kwargs["messages"]}
+        try:
+            response = self.real(**kwargs)
+            entry["answer"] = response.choices[0].message.content
+            return response
+        except Exception as e:
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+            raise
+        finally:
+            with self.path.open("a") as f:
+                f.write(json.dumps(entry) + "\n")
 
 
 class Recording:
@@ -116,12 +176,17 @@ def matches(value: str, gold: str) -> bool:
     return bool(a & b) and len(a & b) >= min(len(a), len(b)) / 2
 
 
+def gold_hits(r: Record, key: str, value: str, gold: list[dict[str, str]]) -> list[int]:
+    """The gold facts a written fact matches: same turn, same person, the value's words."""
+    subject = key.split(".", 1)[0]
+    return [i for i, g in enumerate(gold) if g["dia_id"] == dia(r) and subject_slug(g["subject"]) == subject
+            and matches(value, g["value"])]
+
+
 def score(facts: list[tuple[Record, str, str]], gold: list[dict[str, str]]) -> dict[str, Any]:
     hits, found = 0, set()
     for r, key, value in facts:
-        subject = key.split(".", 1)[0]
-        ok = [i for i, g in enumerate(gold) if g["dia_id"] == dia(r) and subject_slug(g["subject"]) == subject
-              and matches(value, g["value"])]
+        ok = gold_hits(r, key, value, gold)
         hits += bool(ok)
         found.update(ok)
     ungrounded = [(dia(r), k, v) for r, k, v in facts
@@ -182,12 +247,22 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call (a busy CPU is slow)")
     p.add_argument("--quick", action="store_true", help="session 1 only (13 model calls)")
+    p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
+    p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
+    p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
+    tape = p.add_mutually_exclusive_group()
+    tape.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
+    tape.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model")
     args = p.parse_args()
-    sessions = (1,) if args.quick else (1, 2, 3)
+    if args.record or args.replay:
+        Tape(args.record or args.replay, replay=args.replay is not None)
+    if args.prompt:  # read at each call, so the module's constant is the one place to change
+        extractor_module.EXTRACT_PROMPT = args.prompt.read_text()
+    sessions = (1,) if args.quick else tuple(int(n) for n in args.sessions.split(","))
     sample = conversation(args.data, sessions, args.turns)
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
-    gold = [json.loads(line) for line in (DATA / "locomo_gold_conv0_s1-3.jsonl").read_text().splitlines()]
+    gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
     with tempfile.TemporaryDirectory() as tmp:
@@ -198,17 +273,17 @@ def main() -> None:
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
-        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls)
+        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls, args.replay is not None)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
             print(f"  {mode:18} {cat:10} {hit}/{n}  {tokens / n:.0f} tokens")
 
 
 def report(model: str, sessions: Sequence[int], records: list[Record], rec: Recording, base: Recording,
-           gold: list[dict[str, str]], calls: int) -> None:
+           gold: list[dict[str, str]], calls: int, replayed: bool = False) -> None:
     facts = written(records, rec)
     for r, k, v in facts:
-        print(f"  {dia(r)} wrote {k} = {v!r}")
+        print(f"  {dia(r)} wrote {k} = {v!r}{'' if gold_hits(r, k, v, gold) else '  (not in the gold)'}")
     for n, x in sorted(rec.got.items()):
         for why in x.dropped:
             print(f"  record {n} dropped {why}")
@@ -219,8 +294,11 @@ def report(model: str, sessions: Sequence[int], records: list[Record], rec: Reco
     print(f"  written {s['written']}  precision {precision}  recall {s['recall']:.2f}  "
           f"ungrounded {len(s['ungrounded'])} {s['ungrounded']}  leaks {len(s['leaks'])} {s['leaks']}")
     print(f"  s/turn {rec.seconds / len(records):.2f}  (baseline, template extractor: "
-          f"{base.seconds / len(records):.4f})")
+          f"{base.seconds / len(records):.4f})" + ("  replayed answers: no model time" if replayed else ""))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except NotRecorded as e:
+        sys.exit(f"error: {e}")

@@ -21,18 +21,19 @@ from pmem.domain.extraction.grounding import Utterance, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
 
-EXTRACT_PROMPT = """You read one message and list the facts it states, for a long-term memory about people.
-Answer with one JSON object {"facts": [...]} and nothing else. Each fact has:
-- subject: who or what the fact is about: the speaker's name for what the speaker says about themselves
+EXTRACT_PROMPT = """You read one message of a conversation and list the lasting facts it states about people,
+for a long-term memory. Answer with one JSON object {"facts": [...]} and nothing else. Each fact has:
+- subject: who the fact is about: the speaker's name for what the speaker says about themselves
   (I, my, me, we), otherwise the name of the person or thing as the message names it;
-- attribute: a short snake_case name for the kind of fact (the property), never the value itself;
-- value: the value, copied word for word from the message;
+- attribute: a short snake_case name of one to three words for the kind of fact, never the value itself;
+- value: a name or short phrase copied word for word from the message, not a whole sentence;
 - evidence: the exact words of the message that state the fact;
 - status: asserted (stated as true), hedged (I think, maybe), reported (someone else says so) or withdrawn
   (the message takes it back).
-Questions, greetings, thanks, compliments and reactions state no facts. Say nothing about the listener:
-only the speaker's own facts and facts about people or things the message names. Do not guess: a value
-that is not in the message is wrong. With no fact, answer {"facts": []}."""
+Lasting facts are who someone is, their family and relations, work and studies, places, possessions,
+hobbies, plans, and events they took part in, with their dates. Feelings, moods, opinions, thanks,
+praise, agreement, questions and greetings are not facts. Say nothing about the listener. Do not guess:
+a value that is not in the message is wrong. With no fact, answer {"facts": []}."""
 
 ANNOTATE_PROMPT = """You choose how a new observation changes a memory cell.
 Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one of:

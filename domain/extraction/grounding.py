@@ -3,17 +3,24 @@
 A language model proposes facts; these deterministic rules decide which of them may be written:
 
 - **grounded value**: the value's content words (folded, lower-cased, stop words and plural ``s`` aside)
-  appear in the record's text, at least :data:`MIN_COVERAGE` of them, and every number in the value
+  appear in the record's text, every one of them (:data:`MIN_COVERAGE`), and every number in the value
   (digits, or a number word up to twenty) appears in the text;
-- **evidence span**: when the model quotes one, it must be in the text (the same coverage rule), and the
-  value must share words with it;
+- **evidence span**: when the model quotes one, it must be in the text (:data:`EVIDENCE_COVERAGE` of its
+  words);
 - **a statement, not a question**: the sentences the value comes from must not all be questions,
   greetings or reactions ("Congrats on the new job!", "Cute little guys!"); a record made only of such
   sentences gives no facts at all, so no model is asked;
 - **attribution**: in a dialogue, a fact about a speaker is taken only from that speaker's own turns: a
   fact whose subject is the listener is dropped; ``user``, ``I`` and the speaker's own name mean the
   speaker, but not when the value comes only from words about the listener ("you ...", no "I"); any
-  other subject must be named in the text.
+  other subject must be named in the text;
+- **a durable fact** (:func:`durable_problem`): the value is a name or a short phrase, not a sentence
+  (at most :data:`MAX_VALUE_WORDS` words, no end mark, no first- or second-person clause); the
+  attribute is a short slot name (at most :data:`MAX_ATTRIBUTE_WORDS` words, no first person); and
+  neither names a feeling, a reaction, thanks, agreement or an opinion (:data:`NOT_DURABLE`), which a
+  memory of facts about people does not keep; a value that refers back ("the group", "their support")
+  or is only the listener's name (a form of address) is no fact either. The subject's name is a word like
+  any other: a paraphrase that adds it ("Caroline gives others hope") is ungrounded.
 
 Every rule answers with the reason a candidate is dropped (or ``None``), which goes on the receipt.
 Nothing here does I/O.
@@ -27,8 +34,13 @@ from dataclasses import dataclass
 from pmem.domain.extraction.facts import ascii_fold, personal_key, subject_key, subject_slug
 from pmem.domain.keys import normalize_key
 
-MIN_COVERAGE = 0.75
-"""The share of a value's (or evidence span's) content words that must appear in the record."""
+MIN_COVERAGE = 1.0
+"""The share of a value's content words that must appear in the record: all of them. A value is copied
+from the record (stop words, case, accents, plurals and number words aside); one word the record lacks
+("eating" for "ate", the speaker's name added) makes it a paraphrase."""
+EVIDENCE_COVERAGE = 0.75
+"""The share of a quoted evidence span's content words that must appear in the record: a longer span,
+where a model may drop or change a word without inventing the value."""
 
 SELF = frozenset({"user", "i", "me", "my", "myself", "speaker", "the speaker", "the user"})
 LISTENER = frozenset({"you", "your", "listener", "the listener", "other speaker"})
@@ -52,6 +64,24 @@ _GREETING = re.compile(r"^(hi|hey|hello|good (morning|afternoon|evening|night)|b
                        r"you|you're|youre|your|that's|thats|that sounds|that is|what a|how)\b", re.I)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|my|mine|me|we|our|us)\b", re.I)
 _REACTION_WORDS = 6  # an exclamation this short, with no first person, is a reaction ("Cute little guys!")
+
+MAX_VALUE_WORDS = 12
+"""A longer value is a sentence or a paraphrase, not a name or a short phrase (docs/ingest.md#grounding)."""
+MAX_ATTRIBUTE_WORDS = 4
+"""A longer attribute is a phrase (``i_m_going_to_keep_using_my_voice``), not the name of a slot."""
+_DEGREE = frozenset("pretty quite super totally absolutely truly incredibly extremely bit little much".split())
+"""Words of degree, which leave a feeling a feeling ("pretty exciting")."""
+_THIRD_PERSON = frozenset("he him his she her hers they them their theirs".split())
+"""Stop words, but a value's pronoun must be the record's: "doing her best" from "I'm doing my best" is
+a rewording in the third person."""
+_OWN = re.compile(r"\b(i|i'm|i've|my|mine|we|our)\b", re.I)
+"""First-person words that make an attribute a phrase (``my_story``); ``me_time`` is a slot name."""
+_REFERENCE = re.compile(r"^((all|both|the|this|that|these|those|their|our|its|his|her|such)\s+)+", re.I)
+"""Determiners that point back: "the group", "this dress", "their support" name nothing by themselves."""
+_CLAUSE = re.compile(r"\b(i|i'm|im|i've|ive|i'd|i'll|we|we're|we've|we'd|we'll|you|you're|youre|you've|"
+                     r"you'd|you'll|yourself|yourselves)\b", re.I)
+"""A first- or second-person subject pronoun, or "yourself": a value holding one is a clause ("I totally
+agree", "a great outlet for expressing yourself")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +160,9 @@ def states_nothing(text: str) -> str | None:
 
 
 def value_problem(value: str, text: str, evidence: str | None = None) -> str | None:
-    """Why ``value`` is not supported by ``text`` (and the model's ``evidence`` span, if given), or ``None``."""
+    """Why ``value`` is not supported by ``text`` (and the model's ``evidence`` span, if given), or ``None``.
+    Every content word counts, the subject's name too: "Caroline gives others hope", from Caroline's own
+    "I ... give others hope", adds a word the record lacks and is a paraphrase."""
     missing = numbers(value) - numbers(text)
     if missing:
         return f"ungrounded: number {sorted(missing)[0]} of the value is not in the record"
@@ -138,11 +170,11 @@ def value_problem(value: str, text: str, evidence: str | None = None) -> str | N
         return "ungrounded: the value has no content words"
     if coverage(value, text) < MIN_COVERAGE:
         return "ungrounded: the value's words are not in the record"
-    if evidence and evidence.strip():
-        if coverage(evidence, text) < MIN_COVERAGE:
-            return "ungrounded: the quoted evidence is not in the record"
-        if coverage(value, evidence) == 0 and coverage(value, text) < 1:
-            return "ungrounded: the value is not in its quoted evidence"
+    swapped = sorted(set(words(value)) & _THIRD_PERSON - set(words(text)))
+    if swapped:
+        return f"ungrounded: the value's pronoun {swapped[0]!r} is not in the record (a paraphrase)"
+    if evidence and evidence.strip() and coverage(evidence, text) < EVIDENCE_COVERAGE:
+        return "ungrounded: the quoted evidence is not in the record"
     return None
 
 
@@ -217,10 +249,73 @@ def attribute_problem(attribute: str, value: str, text: str) -> str | None:
     return None
 
 
+NOT_DURABLE = frozenset(words("""happy happiness unhappy sad sadness glad proud pride excited excitement exciting
+thrilled lucky fun enjoy enjoyment joy feel feeling mood emotion upset sorry worried worry
+thank thanks thankful thankfulness grateful gratitude appreciate appreciation congrats congratulations
+praise compliment agree agreement disagree opinion thought kindness"""))
+"""Words of feelings, reactions, thanks, agreement and opinions: an attribute with one of them, or a value made
+only of them, is a mood of the moment, not a durable fact about a person (docs/ingest.md#grounding).
+Kept as :func:`words` gives them (folded, a plural ``s`` dropped), as attributes and values are compared."""
+OPINION = frozenset(words("""important different amazing awesome great good nice special cool beautiful lovely
+wonderful inspiring inspired rewarding powerful meaningful interesting best better bad worth tough hard easy"""))
+"""Words that judge rather than state: a value made only of these (and of :data:`NOT_DURABLE`) is an opinion.
+Not applied to attributes (``good_at`` names a slot)."""
+
+
+def durable_problem(attribute: str, value: str) -> str | None:
+    """Why a fact is not a durable fact about someone: a phrase for an attribute, a sentence, clause,
+    reference or opinion for a value; ``None`` for a slot name and a name or short phrase."""
+    return _attribute_not_durable(attribute) or _value_not_durable(value)
+
+
+def _attribute_not_durable(attribute: str) -> str | None:
+    a = words(attribute.replace("_", " "))
+    name = normalize_key(attribute)[:60]
+    if len(a) > MAX_ATTRIBUTE_WORDS:
+        return f"not durable: attribute {name!r} is a phrase, not a slot name"
+    if _OWN.search(attribute.replace("_", " ")):
+        return f"not durable: attribute {name!r} is a first-person phrase"
+    mood = sorted(set(a) & NOT_DURABLE)
+    if mood:
+        return f"not durable: attribute {name!r} names a feeling or reaction ({mood[0]})"
+    return None
+
+
+def _value_not_durable(value: str) -> str | None:
+    v = value.strip()
+    n = len(words(v))
+    if n > MAX_VALUE_WORDS:
+        return f"not durable: the value is a sentence ({n} words), not a name or short phrase"
+    if v.endswith((".", "!", "?")) and n > 1:
+        return "not durable: the value is a whole sentence"
+    if _CLAUSE.search(v):
+        return "not durable: the value is a first- or second-person clause"
+    c = content(v)
+    if c & (NOT_DURABLE | OPINION) and c <= NOT_DURABLE | OPINION | _DEGREE:
+        return "not durable: the value is a feeling, reaction or opinion"
+    rest = _REFERENCE.sub("", v, count=1)
+    if rest != v and len(rest.split()) <= 1 and not rest[:1].isupper():
+        return f"not durable: the value {v[:40]!r} refers to something it does not name"
+    return None
+
+
+def vocative_problem(value: str, said: Utterance) -> str | None:
+    """Why a value that is only the listener's name ("Thanks, Caroline, ...") is no fact: it is how the
+    speaker addresses them."""
+    heard = [content(n) for n in said.listeners]
+    if content(value) and any(content(value) <= h for h in heard):
+        return "not durable: the value is the listener's name (a form of address)"
+    return None
+
+
 def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     """Every rule in order: the first reason ``c`` may not be written, or ``None``."""
-    problem = (attribute_problem(c.attribute, c.value, text) or value_problem(c.value, text, c.evidence)
-               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1] or None)
+    problem = (attribute_problem(c.attribute, c.value, text)
+               or value_problem(c.value, text, c.evidence)
+               or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1]
+               or durable_problem(c.attribute, c.value) or None)
+    if problem is None and said is not None:
+        problem = vocative_problem(c.value, said)
     if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:
         return addressed_problem(c.value, text, c.evidence)
     return problem

@@ -123,3 +123,43 @@ def test_the_issue_slice_with_the_answers_that_wrote_six_wrong_cells_writes_none
     assert read.context.splitlines()[0] == (
         "[15 April 2023] Andrew (issue17:D1:1): I started a new job as a Financial Analyst last week")
     assert read.pruned == ()
+
+
+MOODS = {"sample_id": "moods", "conversation": {
+    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "6:30 pm on 9 March, 2024",
+    "session_1": [
+        {"speaker": "Nora", "dia_id": "D1:1",
+         "text": "I'm so happy today! I moved to Lisbon last week and I teach chemistry at a high school."},
+        {"speaker": "Iker", "dia_id": "D1:2",
+         "text": "I totally agree, Nora, moving is hard. Your words mean a lot to me. I'll keep sharing my story "
+                 "to give others hope. I play the cello in a small orchestra."},
+    ]}}
+"""A conversation the project wrote itself, in LoCoMo's shape, for the durable-fact rules."""
+
+
+def test_moods_thanks_agreement_sentences_and_paraphrases_are_not_written(store: pmem.Store) -> None:
+    """The kinds of answer the local model gave on LoCoMo (issue 17 follow-up), next to the right facts."""
+    mood_answers = {
+        1: [answer(("Nora", "happiness", "happy", "I'm so happy today!"),
+                   ("I", "home", "Lisbon", "I moved to Lisbon last week"),
+                   ("I", "job", "teach chemistry at a high school", "I teach chemistry at a high school"),
+                   ("Nora", "move", "I moved to Lisbon last week", "I moved to Lisbon last week"))],
+        2: [answer(("Iker", "agree", "I totally agree", "I totally agree"),
+                   ("Iker", "give_others_hope", "Iker gives others hope", "to give others hope"),
+                   ("Iker", "i_ll_keep_sharing_my_story_with_everyone", "give others hope",
+                    "I'll keep sharing my story to give others hope"),
+                   ("Iker", "addressed", "Nora", "I totally agree, Nora"),
+                   ("I", "instrument", "cello", "I play the cello in a small orchestra"))],
+    }
+    receipts, _ = ingest(store, MOODS, mood_answers)
+    assert {c.key: c.value for c in store.frontier()} == {
+        "nora.home": "Lisbon", "nora.job": "teach chemistry at a high school", "iker.instrument": "cello"}
+    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    assert dropped == [
+        (1, "not durable: attribute 'happiness' names a feeling or reaction (happiness)"),
+        (1, "not durable: the value is a first- or second-person clause"),
+        (2, "not durable: attribute 'agree' names a feeling or reaction (agree)"),
+        (2, "not durable: attribute 'i_ll_keep_sharing_my_story_with_everyone' is a phrase, not a slot name"),
+        (2, "not durable: the value is the listener's name (a form of address)"),
+        (2, "ungrounded: the value's words are not in the record"),  # "Iker gives others hope": Iker is not said
+    ]
