@@ -1,10 +1,9 @@
-"""Search-ready after a large ingest: ``pmem ingest`` brings the search projections up as it goes (``apply``
-does not: see docs/decisions.md).
+"""Search-ready after a large ingest: ``pmem ingest`` brings the search projections up before it returns
+(``apply`` does not: see docs/decisions.md).
 
 Without this, the first search after a large write pays for the whole vector index (every new version
-embedded) and the lexical tables. A writer that has just committed a chunk of at least
-:data:`EAGER_MIN` events the search projections lack catches them up itself, outside the write
-transaction: the vector tables, the FAISS cache file (embedding in batches) and the lexical tables.
+embedded) and the lexical tables. A writer whose write left at least :data:`EAGER_MIN` events the
+search projections lack catches them up itself at its end, outside the write transactions: the vector tables, the FAISS cache file (embedding in batches) and the lexical tables.
 Both are tracked by position, so a crash half-way leaves them behind but correct, and the next catch-up
 (a search, a worker, the next write) resumes from their position.
 
@@ -43,7 +42,7 @@ def enabled() -> bool:
 
 
 class EagerIndex:
-    """Called after each committed chunk of one write (``after_commit``) and once at its end (``finish``)."""
+    """Called once at the end of a write (``finish``), after its last transaction committed."""
 
     def __init__(self, store: Store, minimum: int = EAGER_MIN, on: bool | None = None) -> None:
         self.store = store
@@ -51,16 +50,11 @@ class EagerIndex:
         self.on = enabled() if on is None else on
         self.seconds = 0.0  # spent indexing, for the benchmark
         self._mine: list[str] | None = None  # the projections this writer keeps, decided once
-        self._started = False  # indexed once in this write: finish the tail too
-
-    def after_commit(self) -> None:
-        """Index what the committed chunks added, if enough is behind."""
-        self._advance(self.minimum)
 
     def finish(self) -> None:
-        """At the end of the write: index the tail too if this write indexed before (the first search
-        then embeds nothing), else only if enough is behind."""
-        self._advance(1 if self._started else self.minimum)
+        """Index what the write added, if enough is behind. Once, at the end: indexing after each batch
+        cost 13-26% more in all (the FAISS file rewritten as it grew, the lexical tables in small steps)."""
+        self._advance(self.minimum)
 
     def _advance(self, minimum: int) -> None:
         if not self.on:
@@ -71,8 +65,6 @@ class EagerIndex:
             mine = self._projections()
             last = w.events.last_index()
             behind = [n for n in mine if last - tracked_position(w.projection_db, n) >= minimum]
-            if behind:
-                self._started = True
             for name in behind:
                 if name == VECTORS:
                     self._vectors()

@@ -132,7 +132,7 @@ class Ingestor:
                  annotator: Annotator = annotate, identity: KeyIdentity | None = None,
                  index: EagerIndex | None = None) -> None:
         self.store = store
-        self.index = index  # brings the search projections up after each committed batch (eager_index)
+        self.index = index  # brings the search projections up once the ingest has written (eager_index)
         self.extractor = extractor
         self.annotator = annotator
         self.identity = identity
@@ -271,8 +271,6 @@ class Ingestor:
         started = time.perf_counter()
         receipts = iter(self.store.apply([op for _, op, _, _ in writes]) if writes else [])
         self.timings["append"] += time.perf_counter() - started
-        if writes and self.index is not None:
-            self.index.after_commit()  # committed: index outside the write transaction
         for item in pending:
             if isinstance(item, dict):
                 yield item

@@ -1,5 +1,5 @@
-"""Search-ready after ingest (issue 19): ``pmem ingest`` brings the vector and lexical projections up as it
-goes (:mod:`pmem.adapters.service.eager_index`; ``pmem apply`` leaves them to the first search), so the
+"""Search-ready after ingest (issue 19): ``pmem ingest`` brings the vector and lexical projections up before it
+returns (:mod:`pmem.adapters.service.eager_index`; ``pmem apply`` leaves them to the first search), so the
 first search embeds nothing but its query, and finds exactly what the lazy path (``PMEM_EAGER_INDEX=0``) finds."""
 
 from __future__ import annotations
