@@ -3,7 +3,8 @@
 
 Without this, the first search after a large write pays for the whole vector index (every new version
 embedded) and the lexical tables. A writer whose write left at least :data:`EAGER_MIN` events the
-search projections lack catches them up itself at its end, outside the write transactions: the vector tables, the FAISS cache file (embedding in batches) and the lexical tables.
+search projections lack catches them up itself at its end, outside the write transactions: the vector
+tables, the FAISS cache file (embedding in batches) and the lexical tables.
 Both are tracked by position, so a crash half-way leaves them behind but correct, and the next catch-up
 (a search, a worker, the next write) resumes from their position.
 
