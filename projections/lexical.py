@@ -44,8 +44,8 @@ COMMON_SHARE = 0.2  # a query term in more than this share of all documents ...
 COMMON_MIN = 2_000  # ... and in more than this many is left out of the lexical query
 MAX_TERMS = 16  # the rarest terms a lexical query keeps
 # The documents a lexical query may hold, summed over its terms: the index scores every document a term
-# is in, so past this the rarer terms are kept and the commoner ones left to the vector channel (at
-# 100,000 cells a question of five relation words scored 25,000-40,000 documents, 20-35 ms).
+# is in, so past this the rarer terms are kept and the commoner ones left to the vector channel (a few
+# relation words of a large store hold tens of thousands of documents: docs/search.md).
 POSTINGS_BUDGET = 8_000
 
 

@@ -31,10 +31,10 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 MAX_TOKENS = 256
 BATCH_SIZE = 64
 DIM = 384
-# Session threads, set from ``scripts/bench_embedder.py --sweep`` on the 2-core machine (docs/benchmarks.md,
-# issue 19): two batches at once, each on one intra-op thread that does not spin, beat onnxruntime's
-# default (one spinning intra-op thread per core, splitting each small op between them) by about 1.5x;
-# the graph runs its nodes in sequence, so inter-op threads add nothing. ``threads=`` (or
+# Session threads, chosen by ``scripts/bench_embedder.py --sweep`` (figures in docs/benchmarks.md): two
+# batches at once, each on one intra-op thread that does not spin, beat onnxruntime's default (one
+# spinning intra-op thread per core, splitting each small op between them); the graph runs its nodes in
+# sequence, so inter-op threads add nothing. ``threads=`` (or
 # ``PMEM_ONNX_THREADS``) overrides the intra-op count.
 INTRA_OP_THREADS = 1
 INTER_OP_THREADS = 1

@@ -42,7 +42,7 @@ from pmem.projections.replay import IndexedEvent, Timeline, fold
 MAX_CACHED_CELLS = 200_000
 # A streamed batch keeps at most this many cells, and this many events' worth of their state (each
 # cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 3 KB
-# with its data key's AESGCM object, an event about 0.4 KB of state (docs/decisions.md, issue 19).
+# with its data key's AESGCM object, an event about 0.4 KB of state (docs/decisions.md).
 STREAM_CACHED_CELLS = 16_384
 STREAM_CACHED_EVENTS = 65_536
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
@@ -64,6 +64,7 @@ class EventLog(Application[UUID]):
         self._errors: tuple[type[BaseException], ...] = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
+        self.stream_cached_events = STREAM_CACHED_EVENTS  # the events a streamed batch holds between chunks
         self.sealing = True  # False: write plaintext events (only the benchmark's baseline does)
         with self.backend.setting_up():
             try:
@@ -139,11 +140,11 @@ class EventLog(Application[UUID]):
 
     def _bound_stream_cache(self) -> None:
         """Between a streamed batch's chunks: past :data:`STREAM_CACHED_CELLS` cells or
-        :data:`STREAM_CACHED_EVENTS` events held in them, drop the cells and their data keys, so
+        :attr:`stream_cached_events` events held in them, drop the cells and their data keys, so
         memory stays a chunk's, not the batch's (a cell touched again is read again, in the
         transaction)."""
         held = sum(cell.version for cell, _ in self._cells.values())
-        if len(self._cells) > STREAM_CACHED_CELLS or held > STREAM_CACHED_EVENTS:
+        if len(self._cells) > STREAM_CACHED_CELLS or held > self.stream_cached_events:
             self.keys.drop(h for _, h in self._cells.values())
             self._cells.clear()
             gc.collect()

@@ -36,7 +36,7 @@ _CHUNK = 500
 CHECKPOINT_TRIES = 40
 CACHE_KIB = 65_536  # a connection's page cache: the (cell id, version) index stays in memory for reads
 # ... but a streamed batch (a write of any size, chunk by chunk) keeps a smaller one: its page cache is
-# most of its memory, and 16 MiB measured the same CPU time as 64 at 200,000 events (docs/decisions.md)
+# most of its memory, and a smaller one costs a sequential write no time (docs/decisions.md)
 STREAM_CACHE_KIB = 16_384
 Row = tuple[str, int, str, bytes]
 KeyRow = tuple[str, int, bytes]  # (cell id hex, life, key)
@@ -143,7 +143,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         as any write does), so what is read inside is current and no other writer interleaves."""
         with self.datastore.transaction(commit=True) as c:
             c.execute("DELETE FROM pmem_keys WHERE 0")
-            c.execute(f"PRAGMA cache_size=-{STREAM_CACHE_KIB}")  # memory bounded by a chunk (issue 19)
+            c.execute(f"PRAGMA cache_size=-{STREAM_CACHE_KIB}")  # memory bounded by a chunk
             self._local.cursor = c
             try:
                 yield

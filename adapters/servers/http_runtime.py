@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pmem.server")
 
 # Requests after which a server process counts as warm: its vector index, open-version sets and caches
-# are loaded, and what is alive then is moved out of the cyclic collector's reach (``gc.freeze``). A
-# full collection of a warm process's objects paused it for about 100 ms at 100,000 cells; after the
+# are loaded, and what is alive then is moved out of the cyclic collector's reach (``gc.freeze``): a full
+# collection would otherwise rescan all of them, stalling every request queued behind it; after the
 # freeze the collector scans only what later requests create (docs/server.md, "Latency").
 WARM_REQUESTS = 100
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import pmem
-from pmem.adapters.eventstore import eventlog, sealing, sqlite_log
+from pmem.adapters.eventstore import sealing, sqlite_log
 from pmem.domain.errors import InvalidBatch
 from pmem.domain.operations import Evidence, Operation
 from tests.conftest import Backend
@@ -61,12 +61,11 @@ def test_a_rolled_back_batch_leaves_no_data_key_of_its_new_cells_cached(store: p
     assert [store.get(f"k{i}").value for i in range(50)] == [f"v{i}" for i in range(100, 150)]
 
 
-def test_cells_held_between_chunks_are_bounded_by_their_events(store: pmem.Store, backend: Backend,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cells_held_between_chunks_are_bounded_by_their_events(store: pmem.Store, backend: Backend) -> None:
     chunks = [_chunk(n * 100, 100) for n in range(6)]  # 50 cells, 2 events each per chunk
     with pmem.open(backend.new_url()) as one:
         expected = [r.to_dict() for r in one.apply([op for c in chunks for op in c])]
-    monkeypatch.setattr(eventlog, "STREAM_CACHED_EVENTS", 150)  # 50 cells of 4 events are dropped
+    store.log_store.stream_cached_events = 150  # the log's bound, set low: 50 cells of 4 events are dropped
     got: list[pmem.Receipt] = []
     store.apply_stream(iter(chunks), got.extend)
     assert [r.to_dict() for r in got] == expected  # cells dropped and read again decide the same

@@ -146,7 +146,7 @@ def test_a_read_result_reports_characters_and_tokens() -> None:
     assert r.to_dict()["tokens"] == 8 and r.to_dict()["items"] == ["a", "b"]
 
 
-# -- issue 17: a wrong fact cannot prune the turn that answers ------------------------------------------------
+# -- a wrong fact cannot prune the turn that answers ------------------------------------------------
 JOB = Turn(1, "I started a new job as a Financial Analyst last week", source="Andrew (x:D1:1)",
            observed_at="2023-04-15T14:00:00", writes=(("andrew.personal_best_5k_time", 0, "2023-04-15"),))
 EAGLES = Turn(6, "Eagles have always mesmerized me", source="Andrew (x:D1:6)",
