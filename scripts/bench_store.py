@@ -60,7 +60,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import orjson
@@ -168,35 +168,30 @@ def run_raw(rows: list[tuple[str, int, str, bytes]], db: Path) -> float:
     return elapsed
 
 
-def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
-    """The input JSON lines into a plain table with no index: the cheapest possible store."""
+def _raw_insert(db: Path, rows: Iterable[tuple[str, bytes]]) -> float:
+    """Seconds to insert ``rows`` (key, body) into a plain table with no index: WAL, ``synchronous=FULL``,
+    one transaction (the raw baselines)."""
     t0 = time.perf_counter()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
     conn.execute("BEGIN")
-    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", zip(keys, lines, strict=True))
+    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", rows)
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     conn.close()
     return elapsed
+
+
+def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
+    """The input JSON lines into a plain table with no index: the cheapest possible store."""
+    return _raw_insert(db, zip(keys, lines, strict=True))
 
 
 def run_raw_json(lines: list[bytes], keys: list[str], db: Path) -> float:
     """Issue 19's baseline: the input lines into a (key, body) table, a ``json.loads`` of each as it is bound."""
-    t0 = time.perf_counter()
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.execute("CREATE TABLE ops (key TEXT, body BLOB)")
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)",
-                     ((json.loads(line)["key"], line) for line in lines))
-    conn.execute("COMMIT")
-    elapsed = time.perf_counter() - t0
-    conn.close()
-    return elapsed
+    return _raw_insert(db, ((json.loads(line)["key"], line) for line in lines))
 
 
 def read_figures(db: Path, keys: list[str], n_gets: int, seed: int) -> dict[str, float]:
