@@ -21,7 +21,7 @@ EXPECTED_PTH = re.compile(r"^(distutils-precedence|__editable__\.pmem-[\w.]+|_vi
 
 def pins() -> dict[str, str]:
     return {m.group(1).lower(): m.group(2)
-            for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==([^\s\\;]+)", LOCK.read_text(), re.M)}
+            for m in re.finditer(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s\\;]+)", LOCK.read_text(), re.M)}
 
 
 def canonical(name: str) -> str:
@@ -34,9 +34,16 @@ def version_tuple(v: str) -> tuple[int, ...]:
 
 def test_every_locked_requirement_is_pinned_with_a_hash() -> None:
     blocks = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text().split("\n\n", 1)[-1])
-    reqs = [b for b in blocks if re.match(r"^[A-Za-z0-9_.\-]+==", b)]
+    reqs = [b for b in blocks if re.match(r"^[A-Za-z0-9_.\-]+(\[[^\]]*\])?==", b)]
     assert len(reqs) > 10
     assert all("--hash=sha256:" in b for b in reqs), [b.split()[0] for b in reqs if "--hash" not in b]
+
+
+def test_the_lock_keeps_extras_so_pinned_lines_meet_extra_requirements() -> None:
+    """litellm asks for ``httpx[http2]``: with stripped extras pip tries the newest httpx and --require-hashes fails."""
+    text = LOCK.read_text()
+    assert "--strip-extras" not in text.split("\n\n", 1)[0]
+    assert re.search(r"^httpx\[http2\]==", text, re.M)
 
 
 def test_the_lock_admits_no_known_bad_litellm() -> None:
