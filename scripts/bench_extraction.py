@@ -18,13 +18,16 @@ the context holds the answer (at least half of the answer's content words), and 
 P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns by embedding.
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
-        [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE | --replay FILE] \\
+        [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
         [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
 
 ``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
 lines; ``--replay FILE`` answers every call from such a file through litellm's ``mock_response``, so a
 change to the grounding rules is re-scored in seconds without a model (the answers depend on the prompt:
-after a prompt change, record again). A call not in the file stops the run, naming it.
+after a prompt change, record again). A call not in the file stops the run, naming it. Both together
+replay what the first file has and record the rest with the model: the verification pass over recorded
+extraction answers asks the model only its own questions. ``--no-verify`` measures the extractor without
+that pass.
 
 The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; no test runs this.
 """
@@ -84,34 +87,45 @@ def call_id(kwargs: dict[str, Any]) -> str:
 
 
 class Tape:
-    """Records every ``litellm.completion`` answer of the run to a JSON-lines file, or replays them from one.
+    """Replays ``litellm.completion`` answers from a JSON-lines file (``replay``), records every answer of the
+    run to one (``record``), or both: a call found in ``replay`` is answered from it, any other goes to the
+    model, and every answer is written to ``record`` (a new pass over old answers records only the new calls).
     Installed on the litellm module the client imports, so production code is unchanged."""
 
-    def __init__(self, path: Path, replay: bool) -> None:
-        self.path, self.replay = path, replay
+    def __init__(self, record: Path | None, replay: Path | None) -> None:
+        self.record, self.replay = record, replay
         self.answers: dict[str, list[dict[str, Any]]] = {}  # per request, its answers in the order given
-        if replay:
-            for line in path.read_text().splitlines():
-                entry = json.loads(line)
-                self.answers.setdefault(entry["id"], []).append(entry)
-        else:
-            path.write_text("")
+        for line in replay.read_text().splitlines() if replay else ():
+            entry = json.loads(line)
+            self.answers.setdefault(entry["id"], []).append(entry)
+        if record:
+            record.write_text("")
         self.litellm = _litellm()
         self.real = self.litellm.completion
         self.litellm.completion = self.completion
 
     def completion(self, **kwargs: Any) -> Any:
         key = call_id(kwargs)
-        if self.replay:
-            queue = self.answers.get(key)
-            entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
-            if entry is None:
-                user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
-                raise NotRecorded(f"--replay {self.path}: call {key} (last message {user!r}) is not recorded")
-            if entry.get("error"):
-                raise RuntimeError(entry["error"])
-            return self.real(**{**kwargs, "mock_response": entry["answer"]})
-        entry = {"id": key, "messages": kwargs["messages"]}
+        queue = self.answers.get(key)
+        entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
+        if entry is None and self.record is None:
+            user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
+            raise NotRecorded(f"--replay {self.replay}: call {key} (last message {user!r}) is not recorded")
+        asked = entry is None
+        entry = entry or {"id": key}
+        try:
+            return self._ask(entry, kwargs) if asked else self._answer(entry, kwargs)
+        finally:
+            if self.record:
+                with self.record.open("a") as f:
+                    f.write(json.dumps({**entry, "messages": kwargs["messages"]}) + "\n")
+
+    def _answer(self, entry: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        if entry.get("error"):
+            raise RuntimeError(entry["error"])
+        return self.real(**{**kwargs, "mock_response": entry["answer"]})
+
+    def _ask(self, entry: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         try:
             response = self.real(**kwargs)
             entry["answer"] = response.choices[0].message.content
@@ -119,9 +133,6 @@ class Tape:
         except Exception as e:
             entry["error"] = f"{type(e).__name__}: {e}"[:300]
             raise
-        finally:
-            with self.path.open("a") as f:
-                f.write(json.dumps(entry) + "\n")
 
 
 class Recording:
@@ -251,12 +262,16 @@ def main() -> None:
     p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
     p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
-    tape = p.add_mutually_exclusive_group()
-    tape.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
-    tape.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model")
+    p.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
+    p.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model (with "
+                                               "--record: the calls not in it go to the model)")
+    p.add_argument("--no-verify", dest="verify", action="store_false", help="no verification pass (the extractor's "
+                                                                           "blind second question per fact)")
     args = p.parse_args()
+    if args.record and args.replay and args.record.resolve() == args.replay.resolve():
+        p.error("--record and --replay must be different files")
     if args.record or args.replay:
-        Tape(args.record or args.replay, replay=args.replay is not None)
+        Tape(args.record, args.replay)
     if args.prompt:  # read at each call, so the module's constant is the one place to change
         extractor_module.EXTRACT_PROMPT = args.prompt.read_text()
     sessions = (1,) if args.quick else tuple(int(n) for n in args.sessions.split(","))
@@ -264,7 +279,7 @@ def main() -> None:
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
     gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
-    llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2))
+    llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2), verify=args.verify)
     with tempfile.TemporaryDirectory() as tmp:
         listed, same = issue_check(llm, Path(tmp))  # first: three model calls
         print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "
@@ -273,7 +288,8 @@ def main() -> None:
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
-        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls, args.replay is not None)
+        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls,
+               args.replay is not None and args.record is None)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
             print(f"  {mode:18} {cat:10} {hit}/{n}  {tokens / n:.0f} tokens")

@@ -5,6 +5,9 @@ The model only proposes; deterministic code decides what is kept. The extractor'
 supports, attributed to who said them (:mod:`domain.extraction.grounding`); an answer still unusable
 after the retries becomes an ``Extraction`` with ``failed=True`` and the reason, which ingest records in
 the log as a ``noop`` event.
+With ``verify`` (the default), each fact that passed grounding is asked about once more, blind
+(:mod:`domain.extraction.verification`): a fact the model's answer does not confirm is dropped, with the
+reason, like any other dropped candidate.
 The annotator's op is checked against the cell with the same validation as the rule-based one
 (:func:`domain.extraction.annotate.validate`), a low-confidence fact may not supersede, and an unusable
 answer falls back to the rule-based choice, saying so in the reason.
@@ -12,6 +15,7 @@ answer falls back to the rule-based choice, saying so in the reason.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pmem.adapters.llm.client import JsonModel, LlmSettings
@@ -20,6 +24,7 @@ from pmem.domain.extraction.facts import Extraction, Fact
 from pmem.domain.extraction.grounding import Utterance, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
+from pmem.domain.extraction.verification import VERIFY_PROMPT, VERIFY_SCHEMA, disagreement, question, read_answer
 
 EXTRACT_PROMPT = """You read one message of a conversation and list the lasting facts it states about people,
 for a long-term memory. Answer with one JSON object {"facts": [...]} and nothing else. Each fact has:
@@ -54,8 +59,9 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, settings: LlmSettings) -> None:
+    def __init__(self, settings: LlmSettings, verify: bool = True) -> None:
         self.model = JsonModel(settings)
+        self.verify = verify
 
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The grounded facts of one record, or (``failed``) why the model's answers could not be used.
@@ -73,8 +79,28 @@ class LlmExtractor:
         result = self.model.ask(EXTRACT_PROMPT, message(text, said), CLAIMS_SCHEMA, "facts", parse)
         if result.value is not None:
             extraction: Extraction = result.value
-            return extraction
+            return self.verified(extraction, said) if self.verify and extraction.facts else extraction
         return Extraction(record, text, reason=result.reason, failed=True)
+
+    def verified(self, x: Extraction, said: Utterance | None) -> Extraction:
+        """``x`` without the facts a blind question does not confirm; each of them on ``dropped``, with why."""
+        kept: list[Fact] = []
+        dropped = list(x.dropped)
+        for fact in x.facts:
+            why = self.doubt(fact, said)
+            (dropped.append(f"fact {fact.key!r} = {fact.value[:60]!r}: {why}") if why else kept.append(fact))
+        if kept:
+            return replace(x, facts=tuple(kept), dropped=tuple(dropped))
+        return replace(x, facts=(), dropped=tuple(dropped), reason=f"every fact was dropped: {dropped[-1]}")
+
+    def doubt(self, fact: Fact, said: Utterance | None) -> str | None:
+        """Why the model, asked the fact's question without its value, does not confirm it; ``None`` if it does.
+        An answer still unusable after the retries drops the fact too: an unchecked fact is not written."""
+        asked = f"{message(fact.text, said)}\n\n{question(fact, said)}"
+        result = self.model.ask(VERIFY_PROMPT, asked, VERIFY_SCHEMA, "answer", _read_verification)
+        if result.value is None:
+            return f"unverified: {result.reason}"
+        return disagreement(fact.value, result.value)
 
 
 def message(text: str, said: Utterance | None) -> str:
@@ -84,6 +110,11 @@ def message(text: str, said: Utterance | None) -> str:
     to = f" (talking to {', '.join(said.listeners)})" if said.listeners else ""
     when = f"Date: {said.when[:10]}\n" if said.when else ""
     return f"{when}Speaker: {said.speaker}{to}\nMessage: {text}"
+
+
+def _read_verification(answer: str) -> tuple[str | None, str]:
+    obj, why = find_json_object(answer, "answer")
+    return (None, why) if obj is None else read_answer(obj)
 
 
 def _cell_text(cell: CellSnapshot) -> str:

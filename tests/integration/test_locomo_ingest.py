@@ -87,7 +87,8 @@ def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accou
 def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_speakers(store: pmem.Store) -> None:
     answer = json.dumps({"facts": [{"key": "home_city", "value": "Porto", "status": "asserted"},
                                    {"key": "porto.country", "value": "Portugal", "status": "asserted"}]})
-    extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=[answer]))
+    extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=[answer]),
+                             verify=False)  # one scripted answer: no verification pass
     (first, *_) = read_records(mini_bytes(), "locomo")
     receipts = list(Ingestor(store, extractor).run([first]))
     assert [(r["key"], r["op"]) for r in receipts] == [(FAILURE_KEY, "noop"), ("ann.home_city", "accept")]
