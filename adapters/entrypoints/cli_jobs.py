@@ -87,6 +87,9 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="litellm model string for --extractor llm / --annotator llm "
                                    "(default: env PMEM_LLM_MODEL), e.g. openai/qwen")
     p.add_argument("--api-base", dest="api_base", help="OpenAI-compatible server URL (default: env PMEM_LLM_BASE)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="with --extractor llm: write grounded facts without the verification pass (a blind "
+                        "second question to the model per fact; on by default)")
     p.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     p.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
                    help="merge paraphrased keys into registered ones (auto: on for statement keys "
@@ -104,7 +107,7 @@ def _ingest(args: Args) -> int:
 
     llm = llm_settings(args.model, args.api_base)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
-    extractor = make_extractor(args.extractor, llm, fmt)  # before the store exists: a bad choice creates nothing
+    extractor = make_extractor(args.extractor, llm, fmt, args.verify)  # before the store exists: a bad choice creates nothing
     annotator = make_annotator(args.annotator, llm)
     data = read_input(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)

@@ -66,9 +66,10 @@ class Extractor(Protocol):
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction: ...
 
 
-def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines") -> Extractor:
+def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines", verify: bool = True) -> Extractor:
     """The extractor called ``name`` for records of format ``fmt``; ``llm`` needs model settings (``--model``).
-    The template extractor reads dialogue (``locomo``) with its statement form only."""
+    The template extractor reads dialogue (``locomo``) with its statement form only; ``verify`` is the llm
+    extractor's verification pass (docs/ingest.md#verification)."""
     if name == "template":
         return DialogueTemplateExtractor() if fmt == "locomo" else TemplateExtractor()
     if name == "llm":
@@ -77,7 +78,7 @@ def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines"
                                          "e.g. --model openai/qwen --api-base http://127.0.0.1:8080/v1")
         from pmem.adapters.llm.extractor import LlmExtractor
 
-        return LlmExtractor(llm)
+        return LlmExtractor(llm, verify=verify)
     raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
                            field="extractor")
 
