@@ -107,7 +107,8 @@ def _ingest(args: Args) -> int:
 
     llm = llm_settings(args.model, args.api_base)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
-    extractor = make_extractor(args.extractor, llm, fmt, args.verify)  # before the store exists: a bad choice creates nothing
+    # before the store exists: a bad choice creates nothing
+    extractor = make_extractor(args.extractor, llm, fmt, args.verify)
     annotator = make_annotator(args.annotator, llm)
     data = read_input(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)

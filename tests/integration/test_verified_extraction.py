@@ -23,7 +23,8 @@ from pmem.adapters.sources.records import read_records
 CONVERSATION = {"sample_id": "inv", "conversation": {
     "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
     "session_1": [
-        {"speaker": "Nora", "dia_id": "D1:1", "text": "I started a new job as a nurse at the city hospital last month."},
+        {"speaker": "Nora", "dia_id": "D1:1",
+         "text": "I started a new job as a nurse at the city hospital last month."},
         {"speaker": "Iker", "dia_id": "D1:2", "text": "My cats are Miso and Tofu. Herons have always fascinated me."},
     ]}}
 """Not LoCoMo text: written for this test."""

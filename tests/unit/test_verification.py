@@ -38,7 +38,8 @@ def test_an_answer_that_holds_the_value_confirms_it(value: str, answer: str) -> 
 
 @pytest.mark.parametrize(("value", "answer", "why"), [
     ("voice", "not stated", "not confirmed: asked blind, the model found no answer in the record ('not stated')"),
-    ("loved ones", "Not stated.", "not confirmed: asked blind, the model found no answer in the record ('Not stated.')"),
+    ("loved ones", "Not stated.",
+     "not confirmed: asked blind, the model found no answer in the record ('Not stated.')"),
     ("camping", "husband and kids", "not confirmed: asked blind, the model answered 'husband and kids'"),
     ("family moments", "games", "not confirmed: asked blind, the model answered 'games'"),
 ])
