@@ -261,6 +261,7 @@ def main() -> None:
     p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
     p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
+    p.add_argument("--max-tokens", type=int, help="bound each extraction answer (default: the server's)")
     p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
     p.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
     p.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model (with "
@@ -279,7 +280,8 @@ def main() -> None:
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
     gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
-    llm = LlmExtractor(LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2), verify=args.verify)
+    settings = LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2, max_tokens=args.max_tokens)
+    llm = LlmExtractor(settings, verify=args.verify)
     with tempfile.TemporaryDirectory() as tmp:
         listed, same = issue_check(llm, Path(tmp))  # first: three model calls
         print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "

@@ -31,6 +31,7 @@ class LlmSettings:
     attempts: int = 3  # the first call plus at most two retries
     timeout_s: float = 60.0
     temperature: float = 0.0
+    max_tokens: int | None = None  # a bound on each answer's length; None: the server's own
     mock_responses: Sequence[str] = field(default_factory=tuple)  # litellm mock_response, one per attempt
 
     def __post_init__(self) -> None:
@@ -81,12 +82,15 @@ class JsonModel:
         self.settings = settings
         self.calls = 0  # model invocations, read by tests and the benchmark
 
-    def ask(self, system: str, user: str, schema: dict[str, Any], name: str, parse: Parse[Any]) -> Answer:
-        """Up to ``settings.attempts`` calls; the first usable answer, else the last reason."""
+    def ask(self, system: str, user: str, schema: dict[str, Any], name: str, parse: Parse[Any],
+            max_tokens: int | None = None) -> Answer:
+        """Up to ``settings.attempts`` calls; the first usable answer, else the last reason. ``max_tokens``
+        bounds each answer (default ``settings.max_tokens``): a small model can loop until its context is full,
+        and a server keeps generating after the client has timed out."""
         messages: list[dict[str, str]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         reason = "no answer"
         for attempt in range(self.settings.attempts):
-            text, failure = self._call(messages, schema, name, attempt)
+            text, failure = self._call(messages, schema, name, attempt, max_tokens or self.settings.max_tokens)
             if failure is not None:
                 reason = failure
                 continue
@@ -101,7 +105,7 @@ class JsonModel:
                       self.settings.attempts)
 
     def _call(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str,
-              attempt: int) -> tuple[str, str | None]:
+              attempt: int, max_tokens: int | None) -> tuple[str, str | None]:
         """One completion: its text, or the reason the call itself failed (never raises)."""
         litellm = _litellm()
         s = self.settings
@@ -110,6 +114,8 @@ class JsonModel:
             "max_retries": 0,  # our own attempts are the bound; the client must not multiply them
             "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}},
         }
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
         if s.api_base:
             kwargs["api_base"] = s.api_base
             kwargs["api_key"] = s.api_key or "none"

@@ -24,7 +24,14 @@ from pmem.domain.extraction.facts import Extraction, Fact
 from pmem.domain.extraction.grounding import Utterance, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
-from pmem.domain.extraction.verification import VERIFY_PROMPT, VERIFY_SCHEMA, disagreement, question, read_answer
+from pmem.domain.extraction.verification import (
+    MAX_ANSWER_TOKENS,
+    VERIFY_PROMPT,
+    VERIFY_SCHEMA,
+    disagreement,
+    question,
+    read_answer,
+)
 
 EXTRACT_PROMPT = """You read one message of a conversation and list the lasting facts it states about people,
 for a long-term memory. Answer with one JSON object {"facts": [...]} and nothing else. Each fact has:
@@ -97,7 +104,7 @@ class LlmExtractor:
         """Why the model, asked the fact's question without its value, does not confirm it; ``None`` if it does.
         An answer still unusable after the retries drops the fact too: an unchecked fact is not written."""
         asked = f"{message(fact.text, said)}\n\n{question(fact, said)}"
-        result = self.model.ask(VERIFY_PROMPT, asked, VERIFY_SCHEMA, "answer", _read_verification)
+        result = self.model.ask(VERIFY_PROMPT, asked, VERIFY_SCHEMA, "answer", _read_verification, MAX_ANSWER_TOKENS)
         if result.value is None:
             return f"unverified: {result.reason}"
         return disagreement(fact.value, result.value)

@@ -28,6 +28,9 @@ VERIFY_SCHEMA: dict[str, Any] = {
 }
 """One short answer: the words of the message that answer the question, or :data:`NOT_STATED`."""
 
+MAX_ANSWER_TOKENS = 100
+"""The bound on a verification answer: a few words of the message; a longer one is a loop, cut and retried."""
+
 MIN_AGREEMENT = 0.5
 """The share of the value's content words the blind answer must hold. The answer is often a longer span
 or a sentence around the value ("counseling or working in mental health" for ``counseling``), so the

@@ -10,6 +10,7 @@ the log. Without the pass (``verify=False``) the same answers write it.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from pmem.adapters.llm.client import LlmSettings, _litellm
 from pmem.adapters.llm.extractor import LlmExtractor
 from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor
 from pmem.adapters.sources.records import read_records
+from pmem.domain.extraction.verification import MAX_ANSWER_TOKENS
 
 CONVERSATION = {"sample_id": "inv", "conversation": {
     "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
@@ -45,23 +47,33 @@ ANSWERS = {  # the blind question -> the model's answer
 }
 
 
+@dataclass
+class Script:
+    """What the model answers (the blind question -> its answer; a test may change one) and, per call made, the
+    schema's name and the answer's bound (``max_tokens``)."""
+
+    answers: dict[str, str] = field(default_factory=lambda: dict(ANSWERS))
+    calls: list[tuple[str, int | None]] = field(default_factory=list)
+
+
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """litellm.completion answering each call from the scripts above (through its own mock_response); returns
-    the answers so a test can change one. A call the scripts do not cover fails the test."""
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Script:
+    """litellm.completion answering each call from the scripts above, through its own mock_response. A call the
+    scripts do not cover fails the test."""
     litellm = _litellm()
     real = litellm.completion
-    answers = dict(ANSWERS)
+    script = Script()
 
     def completion(**kwargs: Any) -> Any:
         asked = "\n".join(m["content"] for m in kwargs["messages"] if m["role"] == "user")  # a retry too
-        script = answers if kwargs["response_format"]["json_schema"]["name"] == "answer" else EXTRACTED
-        hits = [a for probe, a in script.items() if probe in asked]
+        name = kwargs["response_format"]["json_schema"]["name"]
+        script.calls.append((name, kwargs.get("max_tokens")))
+        hits = [a for probe, a in (script.answers if name == "answer" else EXTRACTED).items() if probe in asked]
         assert len(hits) == 1, f"no scripted answer for {asked!r}"
         return real(**{**kwargs, "mock_response": hits[0]})
 
     monkeypatch.setattr(litellm, "completion", completion)
-    return answers
+    return script
 
 
 def ingest(store: pmem.Store, verify: bool) -> list[dict[str, Any]]:
@@ -71,7 +83,7 @@ def ingest(store: pmem.Store, verify: bool) -> list[dict[str, Any]]:
 
 
 def test_a_fact_the_blind_question_does_not_confirm_is_dropped_with_its_reason(
-        store: pmem.Store, scripted: dict[str, str]) -> None:
+        store: pmem.Store, scripted: Script) -> None:
     receipts = ingest(store, verify=True)
     assert {c.key: c.value for c in store.frontier()} == {
         "nora.job": "nurse at the city hospital", "iker.cat_names": "Miso and Tofu"}
@@ -81,22 +93,28 @@ def test_a_fact_the_blind_question_does_not_confirm_is_dropped_with_its_reason(
     assert [e["reason"] for e in store.log() if e["key"] == FAILURE_KEY] == [why]
 
 
-def test_without_the_pass_the_same_answers_write_the_loose_fact(store: pmem.Store, scripted: dict[str, str]) -> None:
+def test_without_the_pass_the_same_answers_write_the_loose_fact(store: pmem.Store, scripted: Script) -> None:
     ingest(store, verify=False)
     assert store.get("iker.hobbies").value == "Herons"
 
 
-def test_an_answer_that_names_something_else_drops_the_fact(store: pmem.Store, scripted: dict[str, str]) -> None:
-    scripted["what is Nora's job?"] = '{"answer": "a new job"}'  # none of the value's words
+def test_an_answer_that_names_something_else_drops_the_fact(store: pmem.Store, scripted: Script) -> None:
+    scripted.answers["what is Nora's job?"] = '{"answer": "a new job"}'  # none of the value's words
     ingest(store, verify=True)
     assert store.get("nora.job").value is None
 
 
 def test_an_unusable_verification_answer_drops_the_fact_after_the_retries(
-        store: pmem.Store, scripted: dict[str, str]) -> None:
-    scripted["what is Nora's job?"] = "a nurse, I think"  # no JSON, twice
+        store: pmem.Store, scripted: Script) -> None:
+    scripted.answers["what is Nora's job?"] = "a nurse, I think"  # no JSON, twice
     receipts = ingest(store, verify=True)
     assert store.get("nora.job").value is None
     assert [r["reason"] for r in receipts if r["record"] == 1] == [
         "dropped fact 'nora.job' = 'nurse at the city hospital': unverified: llm output unusable after 2 "
         "attempts: no JSON object in the output"]
+
+
+def test_a_verification_answer_is_bounded_and_the_extraction_answer_is_not_by_default(
+        store: pmem.Store, scripted: Script) -> None:
+    ingest(store, verify=True)
+    assert sorted(set(scripted.calls), key=str) == [("answer", MAX_ANSWER_TOKENS), ("facts", None)]
