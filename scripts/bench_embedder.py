@@ -19,6 +19,12 @@ count, with spinning on (onnxruntime's default) and off, interleaved ``--repeat`
 ``OnnxEmbedder``'s defaults are the fastest row.
 
     .venv/bin/python scripts/bench_embedder.py --sweep [--texts 1024] [--repeat 3]
+
+``--budgets`` measures the batch cut instead: texts/s of ``embed`` for each token budget (padded tokens
+per model run), over short ``key: value`` texts and over the FactConsolidation sentences, interleaved,
+best of ``--repeat``, against 64 texts a run with no budget (the cut before the budget existed).
+
+    .venv/bin/python scripts/bench_embedder.py --budgets [--texts 2048] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -53,9 +59,13 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: its own)")
     p.add_argument("--sweep", action="store_true", help="measure the thread settings instead (a table)")
+    p.add_argument("--budgets", action="store_true", help="measure the token budget per batch instead (a table)")
     args = p.parse_args()
     if args.sweep:
         sweep(args.texts, args.repeat)
+        return
+    if args.budgets:
+        budgets(args.texts, args.repeat)
         return
     corpus = texts(args.texts)
 
@@ -109,6 +119,32 @@ def sweep(n: int, repeat: int) -> None:
         mark = " (chosen)" if s == default else ""
         print(f"| {s[0]} | {s[1]} | {'on' if s[2] else 'off'} | {s[3]}{mark} | {n / best[s]:,.0f} | "
               f"{best[SETTINGS[0]] / best[s]:.2f}x |")
+
+
+BUDGETS = (None, 256, 512, 1024, 2048)  # None: 64 texts a run, however long
+
+
+def budgets(n: int, repeat: int) -> None:
+    """Print texts/s per token budget for short and sentence-long texts, the default marked."""
+    from pmem.adapters.embedders import onnx_embedder as oe
+
+    corpora = {"key: value": [f"subject_{i}.capital: Object {i * 7919 % 1_000_000}" for i in range(n)],
+               "sentences": texts(n)}
+    embedders = {b: oe.OnnxEmbedder(token_budget=b or 10**9) for b in BUDGETS}
+    best = {(c, b): float("inf") for c in corpora for b in BUDGETS}
+    for e in embedders.values():
+        e.embed(corpora["key: value"][:64])  # load and warm up
+    for _ in range(repeat):
+        for c, corpus in corpora.items():
+            for b, e in embedders.items():
+                best[c, b] = min(best[c, b], _timed(lambda e=e, corpus=corpus: e.embed(corpus)))
+    print(f"{n} texts each, at most {oe.BATCH_SIZE} a run, best of {repeat}")
+    print("| texts | token budget | texts/s | vs 64 a run, no budget |")
+    print("|---|---|---|---|")
+    for c in corpora:
+        for b in BUDGETS:
+            mark = " (chosen)" if b == oe.TOKEN_BUDGET else ""
+            print(f"| {c} | {b or 'none'}{mark} | {n / best[c, b]:,.0f} | {best[c, None] / best[c, b]:.2f}x |")
 
 
 def _timed(fn: object) -> float:

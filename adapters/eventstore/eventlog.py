@@ -41,10 +41,11 @@ from pmem.projections.replay import IndexedEvent, Timeline, fold
 
 MAX_CACHED_CELLS = 200_000
 # A streamed batch keeps at most this many cells, and this many events' worth of their state (each
-# cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 3 KB
-# with its data key's AESGCM object, an event about 0.4 KB of state (docs/decisions.md).
-STREAM_CACHED_CELLS = 16_384
-STREAM_CACHED_EVENTS = 65_536
+# cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 0.6 KB
+# with its data key's bytes, an event about 0.4 KB of state (docs/decisions.md). A cell dropped and
+# touched again is read and folded again from the log, so the bounds trade memory for that work.
+STREAM_CACHED_CELLS = 49_152
+STREAM_CACHED_EVENTS = 196_608
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
 """The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 _uncached_cell_id = cell_id.__wrapped__
@@ -207,8 +208,8 @@ class EventLog(Application[UUID]):
                 yield hexid, cell.version, event_class.TOPIC, encode_state(stored, event_class.class_version)
 
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
-        for c, _, _ in key_rows:
-            self.keys.remember(c, batch_keys[c])
+        for c, life, raw in key_rows:
+            self.keys.remember(c, life, raw)
         self._cells.update(cells)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
         receipts: list[Receipt] = []

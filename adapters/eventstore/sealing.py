@@ -16,7 +16,9 @@ transaction that appends ``Forgotten``. An event whose key is gone (or whose lif
 reads :data:`~pmem.domain.state.FORGOTTEN_TEXT` in every sealed field; so does a scrubbed event
 (life 0: an event written before sealing existed, rewritten when its cell was forgotten).
 
-Keys are cached per process (:data:`CACHE`, by store and cell), with one ``AESGCM`` object per key.
+Keys are cached per process (:data:`CACHE`, by store and cell) as their bytes; the ``AESGCM`` object
+that uses one is built when it is asked for (under a microsecond) and held only by its caller (a
+write's chunk, a fold): an ``AESGCM`` object weighs about 2.4 KB, the bytes a few dozen.
 A process drops a cell's key when it forgets the cell or reads its ``Forgotten`` event, and every read
 of stored events loads the keys of the cells it reads again (:meth:`Keyring.refresh`, one query per
 batch): a key another process has destroyed is never used from the cache to open an old event. The
@@ -45,11 +47,12 @@ KEY_TABLE = "pmem_keys"
 FORGOTTEN_TOPIC = "pmem.cell/Forgotten"
 SCRUBBED_LIFE = 0  # no key ever has it: lives are cell revisions, from 1
 Key = tuple[int, AESGCM]  # (life, cipher)
+RawKey = tuple[int, bytes]  # (life, key bytes): what the cache holds
 Fetch = Callable[[list[str]], dict[str, tuple[int, bytes]]]  # cell ids hex -> (life, key bytes) of those found
 
-# (store label, cell id hex) -> (life, cipher): every keyring of a process shares it
-CACHE: dict[tuple[str, str], Key] = {}
-MAX_CACHED = 100_000  # an AESGCM object holds about 2.4 KB: the cache stays under about 250 MB
+# (store label, cell id hex) -> (life, key bytes): every keyring of a process shares it
+CACHE: dict[tuple[str, str], RawKey] = {}
+MAX_CACHED = 200_000  # about 0.3 KB a key with its entry: the cache stays under about 60 MB
 
 
 def key_scope(backend: Any) -> str:
@@ -66,6 +69,10 @@ def new_key(life: int) -> tuple[Key, bytes]:
     """A fresh data key for a cell life starting at revision ``life``: the cached form and the bytes."""
     raw = AESGCM.generate_key(bit_length=256)
     return (life, AESGCM(raw)), raw
+
+
+def _cipher(held: RawKey) -> Key:
+    return held[0], AESGCM(held[1])
 
 
 def _aad(cell: str, revision: int, names: Iterable[str]) -> bytes:
@@ -130,7 +137,7 @@ class Keyring:
 
     def get(self, cell: str) -> Key | None:
         found = CACHE.get((self.store, cell))
-        return found if found is not None else self.lookup([cell]).get(cell)
+        return _cipher(found) if found is not None else self.lookup([cell]).get(cell)
 
     def absorb(self, found: dict[str, tuple[int, bytes]]) -> None:
         """Hold these keys (``cell id hex -> (life, key)``, a range of cells read at once by a rebuild)
@@ -145,8 +152,8 @@ class Keyring:
         raw = self.staged.pop(cell, None)
         if raw is None:
             return self.get(cell)
-        key = CACHE[(self.store, cell)] = (int(raw[0]), AESGCM(bytes(raw[1])))
-        return key
+        held = CACHE[(self.store, cell)] = (int(raw[0]), bytes(raw[1]))
+        return _cipher(held)
 
     def prefetch(self, cells: Iterable[str]) -> None:
         """Load the keys of these cells that are not cached (one query per 500)."""
@@ -162,12 +169,13 @@ class Keyring:
             if found is None:
                 missing.append(c)
             else:
-                out[c] = found
+                out[c] = _cipher(found)
         if len(CACHE) + len(missing) > MAX_CACHED:
             CACHE.clear()
         for start in range(0, len(missing), 500):
             for cell, (life, raw) in self.fetch(missing[start:start + 500]).items():
-                out[cell] = CACHE[(self.store, cell)] = (int(life), AESGCM(bytes(raw)))
+                held = CACHE[(self.store, cell)] = (int(life), bytes(raw))
+                out[cell] = _cipher(held)
         return out
 
     def refresh(self, cells: Iterable[str]) -> None:
@@ -184,8 +192,9 @@ class Keyring:
         self.drop([c for s, c in list(CACHE) if s == self.store and c >= lo and (hi is None or c < hi)])
         self.absorb(found)
 
-    def remember(self, cell: str, key: Key) -> None:
-        CACHE[(self.store, cell)] = key
+    def remember(self, cell: str, life: int, raw: bytes) -> None:
+        """Cache the key a write just made for ``cell`` (its life and bytes)."""
+        CACHE[(self.store, cell)] = (life, raw)
 
     def drop(self, cells: Iterable[str]) -> None:
         for cell in cells:

@@ -219,15 +219,27 @@ class Reader:
     def read_turns(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,
                    as_of: int | None = None, namespace: str | None = None,
                    min_trust: int | None = None) -> ReadResult:
-        turns = self.turns(as_of=as_of, namespace=namespace, min_trust=min_trust)
-        top = self.rank(question, turns, k)
-        supersedes, current = self._supersedes({c for t in top for c, _, _ in t.wrote()}, as_of, namespace)
-        kept, pruned = prune_turns(top, supersedes, question, current)
+        ranked = self.rank(question, self.turns(as_of=as_of, namespace=namespace, min_trust=min_trust), None)
+        kept, pruned = self._pruned_top(question, ranked, k, as_of, namespace)
         blocks = fit_budget([render_turn(t.text, t.source, t.observed_at) for t in kept], budget, self.count)
         context = "\n".join(blocks)
         return ReadResult(question, "turns", context, self.count(context),
                           tuple(str(t.index) for t in kept[:len(blocks)]),
                           pruned=tuple(str(t.index) for t in pruned), gated=bool(pruned) or _gate(question))
+
+    def _pruned_top(self, question: str, ranked: Sequence[Turn], k: int, as_of: int | None,
+                    namespace: str | None) -> tuple[list[Turn], list[Turn]]:
+        """(kept, pruned) of the best-ranked turns: a pruned turn's place goes to the next turn in rank,
+        so pruning replaces stale turns instead of shrinking the context below ``k`` (the turns added
+        are pruned in their turn if the list now holds what displaced them)."""
+        take = k
+        while True:
+            top = list(ranked[:take])
+            supersedes, current = self._supersedes({c for t in top for c, _, _ in t.wrote()}, as_of, namespace)
+            kept, pruned = prune_turns(top, supersedes, question, current)
+            if len(kept) >= k or take >= len(ranked):
+                return kept[:k], pruned
+            take += k - len(kept)
 
     def turns(self, *, as_of: int | None = None, namespace: str | None = None,
               min_trust: int | None = None) -> list[Turn]:
@@ -236,15 +248,16 @@ class Reader:
         skip = (lambda key: False) if self.system else (lambda key: key.startswith(ALIAS_PREFIX))
         return collect_turns(self.store.log(namespace=namespace, as_of=as_of), skip_key=skip, min_trust=min_trust)
 
-    def rank(self, question: str, turns: Sequence[Turn], k: int) -> list[Turn]:
-        """The ``k`` turns most similar to the question, best first."""
+    def rank(self, question: str, turns: Sequence[Turn], k: int | None) -> list[Turn]:
+        """The ``k`` turns (None: all) most similar to the question, best first; a turn is compared as the
+        reader sees it, with its date and speaker (a question names the person it asks about)."""
         if not turns:
             return []
         import numpy as np
 
         emb = self.embedder
         q = emb.embed([question])[0]
-        m = emb.embed([t.text for t in turns])
+        m = emb.embed([render_turn(t.text, t.source, t.observed_at) for t in turns])
         order = np.argsort(-(m @ q), kind="stable")[:k]
         return [turns[int(i)] for i in order]
 

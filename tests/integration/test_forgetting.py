@@ -87,13 +87,13 @@ def test_values_texts_and_sources_are_sealed_at_rest_and_read_while_the_key_exis
 
 
 def test_a_sealed_blob_moved_to_another_event_does_not_open() -> None:
-    key, _ = sealing.new_key(1)
+    key, raw = sealing.new_key(1)
     ring = sealing.Keyring("test", lambda cells: {})
-    ring.remember("c" * 32, key)
+    ring.remember("c" * 32, 1, raw)
     sealed = sealing.seal({"value": "v", "text": None}, "c" * 32, 1, key)
     assert ring.unseal(dict(sealed), "c" * 32, 1)["value"] == "v"
     assert ring.unseal(dict(sealed), "c" * 32, 2)["value"] == F  # another revision
-    ring.remember("d" * 32, key)
+    ring.remember("d" * 32, 1, raw)
     assert ring.unseal(dict(sealed), "d" * 32, 1)["value"] == F  # another cell, even under the same key
     ring.drop(["c" * 32, "d" * 32])
 

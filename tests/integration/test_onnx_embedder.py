@@ -14,7 +14,13 @@ import pytest
 
 import pmem
 from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
-from pmem.adapters.embedders.onnx_embedder import TOKENIZER_PATH, TOKENIZER_SHA256, OnnxEmbedder, installed_model_path
+from pmem.adapters.embedders.onnx_embedder import (
+    TOKENIZER_PATH,
+    TOKENIZER_SHA256,
+    OnnxEmbedder,
+    installed_model_path,
+    token_batches,
+)
 from pmem.domain.errors import EmbedderUnavailable
 from tests.embedder_contract import PARAPHRASES, EmbedderContract
 
@@ -68,7 +74,8 @@ def test_a_text_embeds_the_same_alone_and_inside_a_batch_of_several_model_runs(e
     texts = [f"observation {i}: the key number {i} now holds value {i * 7}" for i in range(150)]
     runs = embedder.runs
     together = embedder.embed(texts)
-    assert embedder.runs - runs == 3  # batches of 64
+    lengths = [len(e.ids) for e in embedder._tokenizer.encode_batch(texts)]
+    assert embedder.runs - runs == len(token_batches(lengths, 64, 512)) > 3  # ~17 tokens: ~30 a run, not 64
     for i in (0, 63, 64, 149):
         alone = embedder.embed([texts[i]])[0]
         assert cos(alone, together[i]) > 0.999
@@ -82,8 +89,19 @@ def test_batches_run_at_once_give_the_rows_of_batches_run_one_by_one(embedder: O
     serial = OnnxEmbedder(threads=0, parallel=1, spinning=True)
     runs = embedder.runs
     together = embedder.embed(texts)
-    assert embedder.runs - runs == 5
+    assert embedder.runs - runs == len(token_batches([len(e.ids) for e in embedder._tokenizer.encode_batch(texts)],
+                                                     64, 512))
     assert np.allclose(together, serial.embed(texts), atol=1e-5)
+
+
+def test_a_batch_cut_by_tokens_embeds_as_one_text_at_a_time(embedder: OnnxEmbedder) -> None:
+    """Texts of very different lengths: each batch is padded to its own longest, which must not change a vector."""
+    texts = ["a", "short one", " ".join(["word"] * 300), "a sentence of a middling length, with a clause", "b" * 40]
+    budgeted = OnnxEmbedder(token_budget=16)
+    together = budgeted.embed(texts)
+    assert budgeted.runs >= 3
+    for i, t in enumerate(texts):
+        assert cos(embedder.embed([t])[0], together[i]) > 0.9999
 
 
 def test_no_texts_give_an_empty_matrix_without_running_the_model() -> None:

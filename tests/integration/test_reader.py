@@ -88,6 +88,21 @@ def test_a_turn_read_prunes_the_superseded_turn_only_for_a_current_value_questio
     assert "My 5K PB is 27:12." in before.context and before.pruned == () and not before.gated
 
 
+def test_a_pruned_turn_gives_its_place_to_the_next_turn_in_rank(store: pmem.Store) -> None:
+    r = store.read("What is my 5K PB now?", mode="turns", k=2)
+    assert r.pruned == ("1",) and "27:12" not in r.context
+    assert len(r.items) == 2 and r.context.splitlines()[0] == "race: My 5K PB is now 25:50."
+
+
+def test_turns_are_ranked_with_their_speaker(tmp_path: Path) -> None:
+    """The question names the person: the turn that person said outranks the same words said by another."""
+    with pmem.open(tmp_path / "t.db", embedder=EMBEDDER) as s:
+        s.accept("ben.pet", "a dog", source="Ben", text="I have a dog.")
+        s.accept("ana.pet", "a cat", source="Ana", text="I have a cat.")
+        r = s.read("What pet does Ana have?", mode="turns", k=1)
+    assert r.context == "Ana: I have a cat."
+
+
 def test_reads_accept_as_of(store: pmem.Store) -> None:
     assert store.read("What is my 5K PB?", k=1, as_of=1).context == "5k_pb = 27:12"
     turn = store.read("What is my 5K PB?", mode="turns", k=1, as_of=1).context

@@ -6,8 +6,11 @@ from uuid import uuid4
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from pmem.adapters.embedders.onnx_embedder import token_batches
 from pmem.domain.cell import Accepted, CellEvent, Contested
 from pmem.projections.ports import Embedder
 from pmem.projections.vectors import VectorFold, version_text
@@ -60,3 +63,20 @@ def test_the_fold_numbers_new_versions_in_event_order_and_tracks_their_intervals
         (7, c1, 0, "k: a"), (8, c2, 0, "k: x"), (9, c1, 1, "k: b"), (10, c1, 2, "k: c")]
     assert f.spans(c1) == {0: [(1, 4)], 1: [(3, 4)], 2: [(4, None)]}
     assert f.touched == {c1, c2}
+
+
+@given(st.lists(st.integers(1, 300), max_size=200), st.integers(1, 70), st.integers(1, 2048))
+def test_token_batches_cover_every_text_once_within_the_caps(lengths: list[int], most: int, budget: int) -> None:
+    batches = token_batches(lengths, most, budget)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    order = [lengths[i] for b in batches for i in b]
+    assert order == sorted(order)  # shortest first: a batch's padding is to texts of about its own length
+    for b in batches:
+        longest = max(lengths[i] for i in b)
+        assert len(b) <= most and (len(b) * longest <= budget or len(b) == 1)
+
+
+def test_token_batches_cut_short_texts_into_fewer_runs_than_long_ones() -> None:
+    assert [len(b) for b in token_batches([10] * 100, 64, 512)] == [51, 49]
+    assert [len(b) for b in token_batches([10] * 100, 32, 512)] == [32, 32, 32, 4]
+    assert token_batches([600, 5], 64, 512) == [[1], [0]]  # longer than the budget: alone
