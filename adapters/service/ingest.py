@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pmem.adapters.llm.client import LlmSettings
@@ -36,7 +36,7 @@ from pmem.domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, ann
 from pmem.domain.extraction.facts import Extraction, Fact, speaker_key
 from pmem.domain.extraction.grounding import Utterance
 from pmem.domain.extraction.template import DialogueTemplateExtractor, TemplateExtractor
-from pmem.domain.operations import Evidence, Operation, parse_operation, recorded_noop
+from pmem.domain.operations import Evidence, Operation, check_operation, parse_operation, recorded_noop
 from pmem.domain.views import Receipt
 
 if TYPE_CHECKING:
@@ -57,7 +57,19 @@ FAILURE_KEY = "_extraction.failed"
 """The cell that records extraction failures as ``noop`` events. No user key can name it: key
 normalisation strips a leading ``_``. It never gets a head, so it never shows in the frontier."""
 
+TURN_KEY = "_extraction.no_facts"
+"""The cell that records a dialogue turn that gave no fact (a question, a reaction, facts all dropped
+elsewhere are in :data:`FAILURE_KEY`) as a ``noop`` with the turn as evidence: reading by turns reads
+the log, and a turn that is not in it could never be read (docs/ingest.md#locomo-conversations)."""
+
 Annotator = Callable[[Fact, CellSnapshot], Annotation]
+
+
+@dataclass(frozen=True, slots=True)
+class _Unfactual:
+    """A dialogue turn with no fact to write, to record under :data:`TURN_KEY` with this reason."""
+
+    reason: str
 
 
 class Extractor(Protocol):
@@ -163,7 +175,10 @@ class Ingestor:
                         pending.append(item)
                         continue
                     if isinstance(item, str):
-                        pending.append((None, self._failure(record, item), record, {}))
+                        pending.append((None, self._noop(record, FAILURE_KEY, item), record, {}))
+                        continue
+                    if isinstance(item, _Unfactual):
+                        pending.append((None, self._noop(record, TURN_KEY, item.reason), record, {}))
                         continue
                     fact, i = item
                     if self.identity is not None and self.identity.covers(fact.form):
@@ -196,9 +211,11 @@ class Ingestor:
         return self.extractor.extract(r.text, r.number, Utterance(r.speaker, r.listeners, r.observed_at))
 
     @staticmethod
-    def _facts(record: Record, extraction: Extraction | None) -> Iterator[tuple[Fact, int] | dict[str, Any] | str]:
-        """The record's facts (with their position), the receipt saying why it has none to write, or (a
-        string) an extraction failure or dropped fact to record in the log."""
+    def _facts(record: Record, extraction: Extraction | None
+               ) -> Iterator[tuple[Fact, int] | dict[str, Any] | str | _Unfactual]:
+        """The record's facts (with their position), the receipt saying why it has none to write, (a
+        string) an extraction failure or dropped fact to record in the log, or a dialogue turn without
+        facts to record."""
         if extraction is None:
             yield _unwritten(record, None, record.problem or "unreadable record")
             return
@@ -207,8 +224,11 @@ class Ingestor:
         if extraction.failed:
             yield extraction.reason or "extraction failed"
         elif not extraction.facts:
-            if not extraction.dropped:  # the dropped facts' noops already account for the record
-                yield _unwritten(record, None, extraction.reason or "no facts")
+            if extraction.dropped:  # the dropped facts' noops already account for the record
+                return
+            reason = extraction.reason or "no facts"
+            said = record.speaker is not None and bool(record.text and record.text.strip())
+            yield _Unfactual(reason) if said else _unwritten(record, None, reason)  # (an empty turn: nothing to read)
         elif record.confidence is not None and not _is_confidence(record.confidence):
             yield _unwritten(record, extraction.facts[0].key, "invalid observation: 'confidence' must be a "
                              f"number from 0 to 1, got {record.confidence!r}")
@@ -261,11 +281,13 @@ class Ingestor:
             extra["extracted_key"] = fact.key
         return (fact if res.key == fact.key else replace(fact, key=res.key)), extra
 
-    def _failure(self, record: Record, reason: str) -> Operation:
-        """The ``noop`` that records an extraction failure of ``record`` in the log, with its evidence."""
+    def _noop(self, record: Record, key: str, reason: str) -> Operation:
+        """The ``noop`` on the system cell ``key`` that records ``record`` in the log with its evidence
+        (an extraction failure, a dropped fact, a dialogue turn without facts)."""
         evidence = Evidence(record.text[:1_000_000] if record.text else None,
-                            record.source if isinstance(record.source, str) else f"{self.source}:{record.number}")
-        return recorded_noop(self.store.namespace, FAILURE_KEY, reason[:1000], evidence)
+                            record.source if isinstance(record.source, str) else f"{self.source}:{record.number}",
+                            observed_at=_when(record.observed_at))
+        return recorded_noop(self.store.namespace, key, reason[:1000], evidence)
 
     def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
         writes = [p for p in pending if isinstance(p, tuple)]
@@ -295,6 +317,18 @@ class Ingestor:
             self._cells[key] = CellSnapshot(r.head.value, "active")
         else:
             self._cells.pop(key, None)  # contested: read its alternatives back when next needed
+
+
+def _when(observed_at: Any) -> str | None:
+    """A record's ``observed_at`` when it is a valid one (the turn's date, shown when it is read), else
+    None: a recorded noop never fails its batch over a field the record's facts would have refused."""
+    if observed_at is None:
+        return None
+    try:
+        check_operation(recorded_noop("n", "k", "r", Evidence(observed_at=observed_at)))
+    except InvalidOperation:
+        return None
+    return str(observed_at)
 
 
 def _chunks(items: Iterable[Record], size: int) -> Iterator[list[Record]]:

@@ -103,10 +103,13 @@ def test_ingest_reads_a_locomo_file_one_receipt_per_turn_and_a_bad_one_is_one_li
     f.write_text(json.dumps([sample]))
     receipts = ok(db, "ingest", str(f), "--format", "locomo")
     assert [(r["record"], r["key"], r["op"], r["speaker"], r["source"]) for r in receipts] == [
-        (1, "ann.home_city", "accept", "Ann", "Ann (mini:D1:1)"), (2, None, "noop", "Bo", "Bo (mini:D1:2)")]
+        (1, "ann.home_city", "accept", "Ann", "Ann (mini:D1:1)"),
+        (2, "_extraction.no_facts", "noop", "Bo", "Bo (mini:D1:2)")]  # no fact, but recorded: turns read it
     assert receipts[1]["reason"].startswith("no sentence of the form")
-    (event,) = ok(db, "log")
+    event, turn = ok(db, "log")
     assert (event["observed_at"], event["source"]) == ("2023-05-08T13:56:00", "Ann (mini:D1:1)")
+    assert (turn["observed_at"], turn["source"], turn["text"]) == (
+        "2023-05-08T13:56:00", "Bo (mini:D1:2)", "Nice, I love it there.")
 
     del sample["conversation"]["session_1"][1]["dia_id"]
     f.write_text(json.dumps([sample]))

@@ -17,7 +17,7 @@ from typing import Any
 import pmem
 from pmem.adapters.llm.client import LlmSettings
 from pmem.adapters.llm.extractor import LlmExtractor
-from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor
+from pmem.adapters.service.ingest import FAILURE_KEY, TURN_KEY, Ingestor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.extraction.facts import Extraction
 from pmem.domain.extraction.grounding import Utterance
@@ -80,9 +80,10 @@ def test_only_grounded_facts_attributed_to_their_speaker_are_written(store: pmem
     assert {c.key: c.value for c in store.frontier()} == {
         "nora.job": "nurse at the city hospital", "iker.cat_names": "Miso and Tofu", "iker.favorite_bird": "Herons"}
     assert replay.never.model.calls == 0  # the greeting and the question turn never reached a model
-    said = {r["record"]: r["reason"] for r in receipts if r["event_index"] is None}
+    said = {r["record"]: r["reason"] for r in receipts if r["key"] == TURN_KEY}
     assert said == {2: "no statement in the record (only a greeting or reaction)",
                     4: "no statement in the record (only a question, a reaction)"}
+    assert all(r["event_index"] is not None for r in receipts)  # turns without facts are in the log, to read
     dropped = sorted((r["record"], r["reason"]) for r in receipts if r["key"] == FAILURE_KEY)
     assert dropped == [
         (1, "dropped fact 1 (key 'personal_best_5k_time'): ungrounded: attribute 'personal_best_5k_time' names "

@@ -14,7 +14,7 @@ import pytest
 import pmem
 from pmem.adapters.llm.client import LlmSettings
 from pmem.adapters.llm.extractor import LlmExtractor
-from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor, make_extractor
+from pmem.adapters.service.ingest import FAILURE_KEY, TURN_KEY, Ingestor, make_extractor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.errors import InvalidOperation
 from tests.conftest import ROOT
@@ -68,16 +68,23 @@ def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accou
     receipts = list(Ingestor(store, make_extractor("template", fmt="locomo"), source="mini.json")
                     .run(read_records(mini_bytes(), "locomo")))
     assert {r["record"] for r in receipts} == {1, 2, 3, 4, 5, 6}
-    written = {r["record"]: r for r in receipts if r["event_index"] is not None}
-    assert {n: (r["key"], r["op"], r["speaker"], r["source"]) for n, r in written.items()} == {
+    assert {r["record"]: (r["key"], r["op"], r["speaker"], r["source"]) for r in receipts} == {
         1: ("ann.home_city", "accept", "Ann", "Ann (mini:D1:1)"),
+        2: (TURN_KEY, "noop", "Bo", "Bo (mini:D1:2)"),  # a turn without facts is recorded as said
         3: ("bo.job", "accept", "Bo", "Bo (mini:D1:3)"),
+        4: (None, "noop", "Ann", "Ann (mini:D1:4)"),  # an empty turn: nothing to read, so no event
         5: ("ann.home_city", "reject", "Ann", "Ann (mini:D2:1)"),  # "Actually, ..." is a correction cue
+        6: (TURN_KEY, "noop", "Bo", "Bo (mini:D2:2)"),
     }
+    assert [r["record"] for r in receipts if r["event_index"] is None] == [4]
     for r in receipts:
-        if r["event_index"] is None:
-            assert r["op"] == "noop" and r["reason"] and r["speaker"]
-            assert r["source"].startswith(f"{r['speaker']} (mini:")
+        if r["key"] in (TURN_KEY, None):
+            assert not r["applied"] and r["reason"]
+    unfactual = [e for e in store.log() if e["key"] == TURN_KEY]
+    assert [(e["source"], e["observed_at"], e["text"]) for e in unfactual] == [
+        ("Bo (mini:D1:2)", "2023-05-08T13:56:00", "The weather is lovely there, I hear."),
+        ("Bo (mini:D2:2)", "2023-06-02T09:05:00", "Look at this!")]
+    assert TURN_KEY not in {c.key for c in store.frontier()}  # the cell never has a head
     assert store.get("ann.home_city").value == "Braga" and store.get("bo.job").value == "teacher"
     event = store.log()[0]
     assert (event["source"], event["observed_at"], event["text"]) == (
@@ -143,7 +150,9 @@ def test_a_locomo_shaped_file_gives_one_record_per_turn_and_every_turn_a_receipt
         assert {r["record"] for r in receipts} == {r.number for r in records}
         silent = [r for r in receipts if r["event_index"] is None and not r["reason"]]
         assert silent == []
-        assert store.last_index() == sum(1 for r in receipts if r["event_index"] is not None) == 10
+        facts = [r for r in receipts if r["key"] != TURN_KEY]
+        assert store.last_index() == len(receipts) == 29  # every turn in the log: 10 facts, 19 turns without
+        assert sum(1 for r in facts if r["event_index"] is not None) == 10
         assert {c.key: (c.value, c.status) for c in store.frontier()} == {
             "priya.home_city": ("Lisbon", "contested"),  # "I think ... Porto" is hedged: held open
             "tomas.job": ("pastry chef", "active"),  # "Actually, ..." corrects "baker"
