@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_L = 12  # docs/reading.md: top L cells
 MAX_LOOKUPS = 3  # docs/reading.md: iterative readout, up to 3 follow-up lookups ...
 LOOKUP_CELLS = 6  # ... of 6 further cells each
+REFILL_FACTOR = 4  # a turn read looks at most this many times k turns down the ranking to fill pruned places
 MODES = ("cells", "turns")
 MAX_HOPS = 6  # docs/reading.md#multi-hop-reading: the longest path --hops follows
 
@@ -231,15 +232,16 @@ class Reader:
                     namespace: str | None) -> tuple[list[Turn], list[Turn]]:
         """(kept, pruned) of the best-ranked turns: a pruned turn's place goes to the next turn in rank,
         so pruning replaces stale turns instead of shrinking the context below ``k`` (the turns added
-        are pruned in their turn if the list now holds what displaced them)."""
+        are pruned in their turn if the list now holds what displaced them). The list doubles at most
+        twice: a log of one value restated a thousand times costs three rounds, not a thousand."""
         take = k
         while True:
             top = list(ranked[:take])
             supersedes, current = self._supersedes({c for t in top for c, _, _ in t.wrote()}, as_of, namespace)
             kept, pruned = prune_turns(top, supersedes, question, current)
-            if len(kept) >= k or take >= len(ranked):
+            if len(kept) >= k or take >= len(ranked) or take >= REFILL_FACTOR * k:
                 return kept[:k], pruned
-            take += k - len(kept)
+            take *= 2
 
     def turns(self, *, as_of: int | None = None, namespace: str | None = None,
               min_trust: int | None = None) -> list[Turn]:

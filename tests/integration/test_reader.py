@@ -11,7 +11,7 @@ import pytest
 import pmem
 from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache
 from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
-from pmem.adapters.service.reader import LOOKUP_CELLS, MAX_LOOKUPS, Reader, TokenCounter
+from pmem.adapters.service.reader import LOOKUP_CELLS, MAX_LOOKUPS, REFILL_FACTOR, Reader, TokenCounter
 from pmem.domain.errors import InvalidOperation
 
 EMBEDDER = CachedEmbedder(OnnxEmbedder(), MemoryEmbeddingCache())  # loads on first use, shared by the module
@@ -92,6 +92,15 @@ def test_a_pruned_turn_gives_its_place_to_the_next_turn_in_rank(store: pmem.Stor
     r = store.read("What is my 5K PB now?", mode="turns", k=2)
     assert r.pruned == ("1",) and "27:12" not in r.context
     assert len(r.items) == 2 and r.context.splitlines()[0] == "race: My 5K PB is now 25:50."
+
+
+def test_refilling_pruned_places_looks_a_bounded_way_down_the_ranking(tmp_path: Path) -> None:
+    with pmem.open(tmp_path / "r.db", embedder=EMBEDDER) as s:
+        for minute in range(30, 10, -1):  # twenty restatements, each displacing the one before
+            s.accept("5K PB", f"{minute}:00", source="watch", text=f"My 5K PB is now {minute}:00.")
+        r = s.read("What is my 5K PB now?", mode="turns", k=2)
+    assert 0 < len(r.pruned) <= REFILL_FACTOR * 2 < 19  # not every stale turn was looked at
+    assert 0 < len(r.items) <= 2 and "20" not in r.pruned  # event 20 holds the current value: never pruned
 
 
 def test_turns_are_ranked_with_their_speaker(tmp_path: Path) -> None:
