@@ -1,5 +1,5 @@
-"""The LLM extractor's verification pass through the real litellm (``mock_response``), on a conversation of
-LoCoMo's shape that the project wrote.
+"""The LLM extractor's verification pass through the real litellm and a real OpenAI-compatible HTTP server on
+127.0.0.1 (tests/chat_server.py), on a conversation of LoCoMo's shape that the project wrote.
 
 Each model call is answered from a script keyed by what it asks: the extraction call by the record's message,
 each verification call by its blind question. A grounded fact under a loose attribute (``iker.hobbies =
@@ -10,17 +10,19 @@ the log. Without the pass (``verify=False``) the same answers write it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 import pmem
-from pmem.adapters.llm.client import LlmSettings, _litellm
+from pmem.adapters.llm.client import LlmSettings
 from pmem.adapters.llm.extractor import LlmExtractor
 from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.extraction.verification import MAX_ANSWER_TOKENS
+from tests.chat_server import chat_server
 
 CONVERSATION = {"sample_id": "inv", "conversation": {
     "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
@@ -49,42 +51,41 @@ ANSWERS = {  # the blind question -> the model's answer
 
 @dataclass
 class Script:
-    """What the model answers (the blind question -> its answer; a test may change one) and, per call made, the
-    schema's name and the answer's bound (``max_tokens``)."""
+    """What the model answers (the blind question -> its answer; a test may change one), the ``/v1`` URL it
+    answers at and, per call made, the schema's name and the answer's bound (``max_tokens``)."""
 
     answers: dict[str, str] = field(default_factory=lambda: dict(ANSWERS))
     calls: list[tuple[str, int | None]] = field(default_factory=list)
+    base: str = ""
+
+    def reply(self, request: dict[str, Any]) -> str:
+        asked = "\n".join(m["content"] for m in request["messages"] if m["role"] == "user")  # a retry too
+        name = request["response_format"]["json_schema"]["name"]
+        self.calls.append((name, request.get("max_tokens")))
+        hits = [a for probe, a in (self.answers if name == "answer" else EXTRACTED).items() if probe in asked]
+        assert len(hits) == 1, f"no scripted answer for {asked!r}"
+        return hits[0]
 
 
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> Script:
-    """litellm.completion answering each call from the scripts above, through its own mock_response. A call the
-    scripts do not cover fails the test."""
-    litellm = _litellm()
-    real = litellm.completion
+def scripted() -> Iterator[Script]:
+    """A real OpenAI-compatible server on 127.0.0.1 answering each call from the scripts above (a call they
+    do not cover gets no answer, and the test fails on what was written)."""
     script = Script()
-
-    def completion(**kwargs: Any) -> Any:
-        asked = "\n".join(m["content"] for m in kwargs["messages"] if m["role"] == "user")  # a retry too
-        name = kwargs["response_format"]["json_schema"]["name"]
-        script.calls.append((name, kwargs.get("max_tokens")))
-        hits = [a for probe, a in (script.answers if name == "answer" else EXTRACTED).items() if probe in asked]
-        assert len(hits) == 1, f"no scripted answer for {asked!r}"
-        return real(**{**kwargs, "mock_response": hits[0]})
-
-    monkeypatch.setattr(litellm, "completion", completion)
-    return script
+    with chat_server(script.reply) as server:
+        script.base = server.base
+        yield script
 
 
-def ingest(store: pmem.Store, verify: bool) -> list[dict[str, Any]]:
-    extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", attempts=2), verify=verify)
+def ingest(store: pmem.Store, script: Script, verify: bool) -> list[dict[str, Any]]:
+    extractor = LlmExtractor(LlmSettings("openai/qwen", script.base, attempts=2), verify=verify)
     records = read_records(json.dumps(CONVERSATION).encode(), "locomo")
     return list(Ingestor(store, extractor).run(records))
 
 
 def test_a_fact_the_blind_question_does_not_confirm_is_dropped_with_its_reason(
         store: pmem.Store, scripted: Script) -> None:
-    receipts = ingest(store, verify=True)
+    receipts = ingest(store, scripted, verify=True)
     assert {c.key: c.value for c in store.frontier()} == {
         "nora.job": "nurse at the city hospital", "iker.cat_names": "Miso and Tofu"}
     why = ("dropped fact 'iker.hobbies' = 'Herons': not confirmed: asked blind, the model found no answer in the "
@@ -94,20 +95,20 @@ def test_a_fact_the_blind_question_does_not_confirm_is_dropped_with_its_reason(
 
 
 def test_without_the_pass_the_same_answers_write_the_loose_fact(store: pmem.Store, scripted: Script) -> None:
-    ingest(store, verify=False)
+    ingest(store, scripted, verify=False)
     assert store.get("iker.hobbies").value == "Herons"
 
 
 def test_an_answer_that_names_something_else_drops_the_fact(store: pmem.Store, scripted: Script) -> None:
     scripted.answers["what is Nora's job?"] = '{"answer": "a new job"}'  # none of the value's words
-    ingest(store, verify=True)
+    ingest(store, scripted, verify=True)
     assert store.get("nora.job").value is None
 
 
 def test_an_unusable_verification_answer_drops_the_fact_after_the_retries(
         store: pmem.Store, scripted: Script) -> None:
     scripted.answers["what is Nora's job?"] = "a nurse, I think"  # no JSON, twice
-    receipts = ingest(store, verify=True)
+    receipts = ingest(store, scripted, verify=True)
     assert store.get("nora.job").value is None
     assert [r["reason"] for r in receipts if r["record"] == 1] == [
         "dropped fact 'nora.job' = 'nurse at the city hospital': unverified: llm output unusable after 2 "
@@ -116,5 +117,5 @@ def test_an_unusable_verification_answer_drops_the_fact_after_the_retries(
 
 def test_a_verification_answer_is_bounded_and_the_extraction_answer_is_not_by_default(
         store: pmem.Store, scripted: Script) -> None:
-    ingest(store, verify=True)
+    ingest(store, scripted, verify=True)
     assert sorted(set(scripted.calls), key=str) == [("answer", MAX_ANSWER_TOKENS), ("facts", None)]
