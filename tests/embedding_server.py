@@ -15,33 +15,28 @@ Vectors are deterministic: the hashing embedder's vector of each text, scaled by
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
+from tests.local_server import LocalServer
 
 
-class EmbeddingServer:
+class EmbeddingServer(LocalServer):
     """Serves until :meth:`close`; ``base`` is the ``/v1`` URL to give litellm as ``api_base``."""
+
+    route = "/v1/embeddings"
 
     def __init__(self, dim: int = 32, mode: str = "ok") -> None:
         self.dim = dim
         self.mode = mode
         self.requests: list[list[str]] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+    def respond(self, request: Any) -> tuple[int, bytes]:
+        texts = request.get("input")
+        return self.answer([texts] if isinstance(texts, str) else list(texts))
 
     def answer(self, texts: list[str]) -> tuple[int, bytes]:
         """The status and body this server gives for ``texts``."""
@@ -59,29 +54,6 @@ class EmbeddingServer:
         body = {"object": "list", "data": data, "model": "test-embed",
                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
         return 200, json.dumps(body).encode()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server naming
-                length = int(self.headers.get("Content-Length") or 0)
-                request: Any = json.loads(self.rfile.read(length) or b"{}")
-                if self.path.rstrip("/") != "/v1/embeddings":
-                    status, body = 404, b'{"error": {"message": "not found"}}'
-                else:
-                    texts = request.get("input")
-                    status, body = server.answer([texts] if isinstance(texts, str) else list(texts))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet in tests
-                pass
-
-        return Handler
 
 
 @contextmanager
