@@ -189,6 +189,14 @@ def _observed_at(d: Mapping[str, Any]) -> str | None:
     return raw
 
 
+def valid_observed_at(raw: object) -> str | None:
+    """``raw`` when it is an ``observed_at`` an operation admits, else None."""
+    try:
+        return _observed_at({"observed_at": raw})
+    except InvalidOperation:
+        return None
+
+
 def _node_type(d: Mapping[str, Any]) -> str | None:
     raw = d.get("node_type")
     if raw is None:

@@ -36,7 +36,7 @@ from pmem.domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, ann
 from pmem.domain.extraction.facts import Extraction, Fact, speaker_key
 from pmem.domain.extraction.grounding import Utterance
 from pmem.domain.extraction.template import DialogueTemplateExtractor, TemplateExtractor
-from pmem.domain.operations import Evidence, Operation, check_operation, parse_operation, recorded_noop
+from pmem.domain.operations import Evidence, Operation, parse_operation, recorded_noop, valid_observed_at
 from pmem.domain.views import Receipt
 
 if TYPE_CHECKING:
@@ -283,10 +283,11 @@ class Ingestor:
 
     def _noop(self, record: Record, key: str, reason: str) -> Operation:
         """The ``noop`` on the system cell ``key`` that records ``record`` in the log with its evidence
-        (an extraction failure, a dropped fact, a dialogue turn without facts)."""
+        (an extraction failure, a dropped fact, a dialogue turn without facts). The record's date goes
+        with it when it is a valid one: the noop must never fail its batch over a field a fact would refuse."""
         evidence = Evidence(record.text[:1_000_000] if record.text else None,
                             record.source if isinstance(record.source, str) else f"{self.source}:{record.number}",
-                            observed_at=_when(record.observed_at))
+                            observed_at=valid_observed_at(record.observed_at))
         return recorded_noop(self.store.namespace, key, reason[:1000], evidence)
 
     def _flush(self, pending: list[Pending]) -> Iterator[dict[str, Any]]:
@@ -317,18 +318,6 @@ class Ingestor:
             self._cells[key] = CellSnapshot(r.head.value, "active")
         else:
             self._cells.pop(key, None)  # contested: read its alternatives back when next needed
-
-
-def _when(observed_at: Any) -> str | None:
-    """A record's ``observed_at`` when it is a valid one (the turn's date, shown when it is read), else
-    None: a recorded noop never fails its batch over a field the record's facts would have refused."""
-    if observed_at is None:
-        return None
-    try:
-        check_operation(recorded_noop("n", "k", "r", Evidence(observed_at=observed_at)))
-    except InvalidOperation:
-        return None
-    return str(observed_at)
 
 
 def _chunks(items: Iterable[Record], size: int) -> Iterator[list[Record]]:
