@@ -65,6 +65,7 @@ class EventLog(Application[UUID]):
         self._errors: tuple[type[BaseException], ...] = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
+        self._held_events = 0  # the events folded into self._cells (their revisions' sum), kept as they change
         self.stream_cached_events = STREAM_CACHED_EVENTS  # the events a streamed batch holds between chunks
         self.sealing = True  # False: write plaintext events (only the benchmark's baseline does)
         with self.backend.setting_up():
@@ -118,7 +119,7 @@ class EventLog(Application[UUID]):
         gc.disable()  # as in execute: many long-lived objects, no reference cycles
         try:
             with self.recorder.batch():
-                self._cells.clear()  # read afresh under the lock: a cached cell may be stale
+                self._drop_cells()  # read afresh under the lock: a cached cell may be stale
                 chunk: Sequence[Operation] | None = first_chunk
                 while chunk is not None:
                     ops = chunk if isinstance(chunk, (list, tuple)) else list(chunk)
@@ -129,7 +130,7 @@ class EventLog(Application[UUID]):
                     self._bound_stream_cache()
                     chunk = next(it, None)
         except BaseException as e:
-            self._cells.clear()
+            self._drop_cells()
             self.keys.drop_all()  # keys made by a rolled-back batch exist nowhere: read them all afresh
             if isinstance(e, self._errors):
                 raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
@@ -144,24 +145,34 @@ class EventLog(Application[UUID]):
         :attr:`stream_cached_events` events held in them, drop the cells and their data keys, so
         memory stays a chunk's, not the batch's (a cell touched again is read again, in the
         transaction)."""
-        held = sum(cell.version for cell, _ in self._cells.values())
-        if len(self._cells) > STREAM_CACHED_CELLS or held > self.stream_cached_events:
+        if len(self._cells) > STREAM_CACHED_CELLS or self._held_events > self.stream_cached_events:
             self.keys.drop(h for _, h in self._cells.values())
-            self._cells.clear()
+            self._drop_cells()
             gc.collect()
+
+    def _drop_cells(self) -> None:
+        self._cells.clear()
+        self._held_events = 0
+
+    def _hold(self, cells: dict[tuple[str, str], tuple[MemoryCell, str]], events: int) -> None:
+        """Keep ``cells``, which add ``events`` to the events held (those of the cells not held before,
+        as read, plus those just appended): kept as a count, since summing every held cell after each
+        chunk cost time in proportion to the cells held."""
+        self._held_events += events
+        self._cells.update(cells)
 
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
             try:
                 return self._execute_once(ops)
             except IntegrityError:
-                self._cells.clear()  # someone else wrote these cells: reload and decide again
+                self._drop_cells()  # someone else wrote these cells: reload and decide again
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
             except self._errors as e:
-                self._cells.clear()
+                self._drop_cells()
                 raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
             except BaseException:
-                self._cells.clear()
+                self._drop_cells()
                 raise
         raise ConflictRetriesExhausted(
             f"gave up after {self.max_retries} attempts: other writers kept changing the same cells")
@@ -171,6 +182,7 @@ class EventLog(Application[UUID]):
         # a resent operation decides nothing: its cell need not be loaded
         cells = self._load_cells({(op.namespace, op.key) for op in ops
                                   if op.evidence.op_id is None or (op.namespace, op.evidence.op_id) not in known})
+        read = sum(c.version for k, (c, _) in cells.items() if k not in self._cells)
         stamp = timestamp_envelope(datetime.now(UTC))
         # Per operation: the parts of a new event's receipt, or where an earlier receipt lives. (Not the
         # event's fields: a dict per operation held to the end is most of a big batch's memory.)
@@ -210,7 +222,7 @@ class EventLog(Application[UUID]):
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
-        self._cells.update(cells)
+        self._hold(cells, read + count[0])
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
         receipts: list[Receipt] = []
         position = 0
@@ -253,7 +265,7 @@ class EventLog(Application[UUID]):
         """The cells ``(namespace, key)`` as they are now (each with its id in hex), from the cache
         or the log; a cell with no events yet is a fresh shell."""
         if len(self._cells) > MAX_CACHED_CELLS:
-            self._cells.clear()
+            self._drop_cells()
         cells = {k: self._cells[k] for k in keys if k in self._cells}
         # Not cell_id's process-wide cache: a cell read here is held in self._cells, which is the
         # write path's cache; the shared one would only grow with the batch's cells (330 B each).
@@ -283,10 +295,10 @@ class EventLog(Application[UUID]):
                 receipts = self._forget_once(keys)
                 break
             except IntegrityError:
-                self._cells.clear()
+                self._drop_cells()
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
             except self._errors as e:
-                self._cells.clear()
+                self._drop_cells()
                 raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
         else:
             raise ConflictRetriesExhausted(
@@ -303,6 +315,7 @@ class EventLog(Application[UUID]):
                 if c.version > 0 and c.state.forgotten_at != c.version]
         if not todo:
             return []
+        read = sum(c.version for k, c, _ in todo if k not in self._cells)
         stamp = timestamp_envelope(datetime.now(UTC))
         rows, scrub = [], []
         for (ns, key), cell, hexid in todo:
@@ -324,7 +337,7 @@ class EventLog(Application[UUID]):
             first = self.recorder.insert_rows(rows, [len(rows)], (), (), forgetting)
         finally:
             self.keys.drop(forgetting.cells)
-        self._cells.update({k: (c, h) for k, c, h in todo})
+        self._hold({k: (c, h) for k, c, h in todo}, read + len(todo))
         return [Receipt(first + i, ns, key, "forget", "forget", True, None, None)
                 for i, ((ns, key), _, _) in enumerate(todo)]
 

@@ -72,6 +72,23 @@ def test_cells_held_between_chunks_are_bounded_by_their_events(store: pmem.Store
     assert not store.log_store._cells  # 50 cells of 12 events each: over the bound, so not held
 
 
+def test_the_held_event_count_is_the_sum_of_the_held_cells_revisions(store: pmem.Store) -> None:
+    log = store.log_store
+
+    def held_sum() -> int:
+        return sum(cell.version for cell, _ in log._cells.values())
+
+    store.apply(_chunk(0, 30))
+    store.apply_stream(iter([_chunk(20, 40), _chunk(0, 10), _chunk(60, 90, op_id=False)]), lambda _: None)
+    assert log._held_events == held_sum() > 0  # new cells, cached cells, resends and plain writes
+    log.stream_cached_events = 100  # the bound, set low: the next chunk drops every cell held
+    store.apply_stream(iter([_chunk(150, 60), _chunk(210, 5)]), lambda _: None)
+    assert log._held_events == held_sum() > 0  # cells dropped at the bound, then read again from the log
+    store.forget("k1")
+    store.forget("k2")
+    assert log._held_events == held_sum()
+
+
 def test_a_streamed_batch_writes_through_a_small_page_cache_and_then_restores_it(db_path: Path) -> None:
     with pmem.open(db_path) as store:
         recorder = store.log_store.recorder
