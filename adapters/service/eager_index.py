@@ -2,11 +2,11 @@
 (``apply`` does not: see docs/decisions.md).
 
 Without this, the first search after a large write pays for the whole vector index (every new version
-embedded) and the lexical tables. A writer whose write left at least :data:`EAGER_MIN` events the
-search projections lack catches them up itself at its end, outside the write transactions: the vector
-tables, the FAISS cache file (embedding in batches) and the lexical tables.
-Both are tracked by position, so a crash half-way leaves them behind but correct, and the next catch-up
-(a search, a worker, the next write) resumes from their position.
+embedded), the lexical tables and the frontier it shows the cells from. A writer whose write left at
+least :data:`EAGER_MIN` events the search projections lack catches them up itself at its end, outside
+the write transactions: the frontier, the lexical tables, the vector tables and the FAISS cache file
+(embedding in batches). Each is tracked by position, so a crash half-way leaves them behind but
+correct, and the next catch-up (a search, a worker, the next write) resumes from their position.
 
 A writer leaves the work alone when
 
@@ -25,7 +25,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from pmem.adapters.readmodels.registry import VECTORS
+from pmem.adapters.readmodels.registry import FRONTIER, LEXICAL, VECTORS
 from pmem.adapters.readmodels.tracked_projection import tracked_position
 from pmem.domain.errors import EmbedderUnavailable
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 EAGER_MIN = 256  # events behind before a writer indexes them itself (about a second of embedding)
 ENV = "PMEM_EAGER_INDEX"
-LEXICAL = "lexical"
 
 
 def enabled() -> bool:
@@ -74,12 +73,13 @@ class EagerIndex:
         self.seconds += time.perf_counter() - started
 
     def _projections(self) -> list[str]:
-        """The search projections no live worker follows (read once per write)."""
+        """The projections a search reads (the frontier for the cells it shows, the lexical and vector
+        indexes to rank them) that no live worker follows (read once per write)."""
         if self._mine is None:
             from pmem.adapters.readmodels.heartbeat import workers
 
             followed = {n for n, w in workers(self.store._w.projection_db).items() if w["alive"]}
-            self._mine = [n for n in (LEXICAL, VECTORS) if n not in followed]
+            self._mine = [n for n in (FRONTIER, LEXICAL, VECTORS) if n not in followed]
         return self._mine
 
     def _vectors(self) -> None:

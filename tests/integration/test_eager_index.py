@@ -1,5 +1,5 @@
-"""Search-ready after ingest (issue 19): ``pmem ingest`` brings the vector and lexical projections up before it
-returns (:mod:`pmem.adapters.service.eager_index`; ``pmem apply`` leaves them to the first search), so the
+"""Search-ready after ingest (issue 19): ``pmem ingest`` brings the vector, lexical and frontier projections up
+before it returns (:mod:`pmem.adapters.service.eager_index`; ``pmem apply`` leaves them to the first search), so the
 first search embeds nothing but its query, and finds exactly what the lazy path (``PMEM_EAGER_INDEX=0``) finds."""
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def pmem_cli(*args: str, eager: bool = True, stdin: str | None = None) -> str:
     return r.stdout
 
 
-def positions(db: str) -> tuple[int, int, int]:
-    """(last event index, vector position, lexical position), read without catching anything up."""
+def positions(db: str) -> tuple[int, int, int, int]:
+    """(last event index, vector, lexical and frontier positions), read without catching anything up."""
     with pmem.open(db) as store:
         conn = store.projection_db
-        return store.last_index(), tracked_position(conn, "vectors"), tracked_position(conn, "lexical")
+        return (store.last_index(), tracked_position(conn, "vectors"), tracked_position(conn, "lexical"),
+                tracked_position(conn, "frontier"))
 
 
 def first_search(db: str) -> tuple[list[list[tuple[str, float]]], int]:
@@ -69,9 +70,9 @@ def test_ingest_leaves_search_ready_and_finds_what_the_lazy_path_finds(tmp_path:
     eager, lazy = str(tmp_path / "eager.db"), str(tmp_path / "lazy.db")
     pmem_cli("ingest", str(tmp_path / "s.txt"), "--db", eager)
     pmem_cli("ingest", str(tmp_path / "s.txt"), "--db", lazy, eager=False)
-    last, vectors, lexical = positions(eager)
-    assert last >= FACTS and vectors == last and lexical == last
-    assert positions(lazy)[1:] == (0, 0)  # today's behaviour kept behind the switch
+    last, vectors, lexical, frontier = positions(eager)
+    assert last >= FACTS and vectors == last and lexical == last and frontier == last
+    assert positions(lazy)[1:3] == (0, 0)  # today's behaviour kept behind the switch
     assert Path(eager + ".vec-flat").exists() and not Path(lazy + ".vec-flat").exists()
     eager_hits, eager_texts = first_search(eager)
     lazy_hits, lazy_texts = first_search(lazy)
@@ -86,14 +87,14 @@ def test_apply_leaves_the_search_projections_to_the_first_search_however_large(d
     lines indexes (docs/decisions.md: only ingest does); the first search then catches both up."""
     pmem_cli("--db", db, "--embedder", "hashing", "apply", "-",
              stdin='{"op": "accept", "key": "solo.one", "value": "x"}\n')
-    assert positions(db) == (1, 0, 0)
+    assert positions(db)[:3] == (1, 0, 0)
     lines = "".join(json.dumps({"op": "accept", "key": f"user.k{i}", "value": f"v{i}"}) + "\n"
                     for i in range(EAGER_MIN))
     pmem_cli("--db", db, "--embedder", "hashing", "apply", "-", stdin=lines)
-    assert positions(db) == (EAGER_MIN + 1, 0, 0)
+    assert positions(db)[:3] == (EAGER_MIN + 1, 0, 0)
     with pmem.open(db, embedder="hashing") as store:
         assert store.search("k7 v7", k=1)[0].cell.key == "user.k7"
-    assert positions(db) == (EAGER_MIN + 1,) * 3
+    assert positions(db) == (EAGER_MIN + 1,) * 4
 
 
 def test_ingest_without_a_loadable_embedder_still_writes(tmp_path: Path) -> None:
@@ -105,8 +106,8 @@ def test_ingest_without_a_loadable_embedder_still_writes(tmp_path: Path) -> None
         receipts = list(Ingestor(store, TemplateExtractor(), index=EagerIndex(store)).run(
             read_records(stream().encode(), "lines")))
     assert sum(1 for r in receipts if r["event_index"] is not None) == FACTS
-    last, _, lexical = positions(db)
-    assert lexical == last == FACTS
+    last, _, lexical, frontier = positions(db)
+    assert lexical == frontier == last == FACTS
     with pmem.open(db, embedder=missing) as store, pytest.raises(pmem.PmemError, match="not found"):
         store.search("Subject 3")
 
@@ -129,8 +130,8 @@ def test_a_running_worker_takes_the_vector_work(tmp_path: Path) -> None:
             index = EagerIndex(store)
             list(Ingestor(store, TemplateExtractor(), index=index).run(read_records(stream().encode(), "lines")))
         assert model.texts == 0
-        last, _, lexical = positions(db)
-        assert lexical == last
+        last, _, lexical, frontier = positions(db)
+        assert lexical == frontier == last
         while positions(db)[1] != last:  # the worker catches the vectors up
             assert worker.poll() is None and time.monotonic() < deadline + 60
             time.sleep(0.1)
