@@ -1,6 +1,9 @@
-"""Choosing the embedder a store searches with, from a setting: ``onnx``, ``hashing`` or ``litellm:MODEL``.
+"""Choosing the embedder a store searches with, from a setting: ``onnx``, ``onnx-fp32``, ``hashing`` or
+``litellm:MODEL``.
 
-    onnx                 the offline all-MiniLM-L6-v2 int8 model (the default)
+    onnx                 the offline all-MiniLM-L6-v2 int8 model, int8 activations too (the default)
+    onnx-fp32            the same model with float32 products (the vectors of stores indexed before
+                         the default's int8 activations)
     hashing              the deterministic feature-hashing embedder (no model; matches words, not meaning)
     litellm:MODEL        any OpenAI-compatible embedding server through litellm, e.g.
                          litellm:openai/Qwen3-Embedding-0.6B with api_base http://127.0.0.1:8000/v1
@@ -24,7 +27,7 @@ from pmem.domain.errors import InvalidOperation
 if TYPE_CHECKING:  # numpy comes with the cache: a store imports this module, a read command no numpy
     from pmem.adapters.embedders.cache import CachedEmbedder
 
-KINDS = ("onnx", "hashing", "litellm")
+KINDS = ("onnx", "onnx-fp32", "hashing", "litellm")
 LITELLM_PREFIX = "litellm:"
 
 
@@ -44,10 +47,11 @@ class EmbedderChoice:
         ``PMEM_EMBED_BASE`` and ``PMEM_EMBED_BATCH``. A bad setting raises one line naming it."""
         raw = spec if spec is not None else os.environ.get("PMEM_EMBEDDER") or "onnx"
         text = raw.strip()
-        if text in ("onnx", "hashing"):
+        if text in ("onnx", "onnx-fp32", "hashing"):
             return cls(text)
         if not text.startswith(LITELLM_PREFIX):
-            raise InvalidOperation(f"unknown embedder {raw!r} (expected onnx, hashing or litellm:MODEL)", field=field)
+            raise InvalidOperation(f"unknown embedder {raw!r} (expected onnx, onnx-fp32, hashing or litellm:MODEL)",
+                                   field=field)
         model = text[len(LITELLM_PREFIX):].strip()
         if not model:
             raise InvalidOperation(f"embedder {raw!r} names no model (e.g. litellm:openai/Qwen3-Embedding-0.6B)",
@@ -60,10 +64,10 @@ class EmbedderChoice:
         from pmem.adapters.embedders.cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
 
         inner: Any
-        if self.kind == "onnx":
+        if self.kind in ("onnx", "onnx-fp32"):
             from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
 
-            inner = OnnxEmbedder()
+            inner = OnnxEmbedder(dynamic=self.kind == "onnx")
         elif self.kind == "hashing":
             from pmem.adapters.embedders.hashing_embedder import HashingEmbedder
 

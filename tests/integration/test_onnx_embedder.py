@@ -32,6 +32,12 @@ def embedder() -> Iterator[OnnxEmbedder]:
     yield OnnxEmbedder()
 
 
+@pytest.fixture(scope="module")
+def packaged() -> Iterator[OnnxEmbedder]:
+    """The packaged model as it is (float32 products), which batches texts."""
+    yield OnnxEmbedder(dynamic=False)
+
+
 def cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b))
 
@@ -42,7 +48,14 @@ class TestOnnxEmbedder(EmbedderContract):
         return embedder
 
     def test_it_is_minilm_int8_with_384_dimensions(self, embedder: OnnxEmbedder) -> None:
-        assert (embedder.name, embedder.dim) == ("minilm-l6-v2-int8", 384)
+        assert (embedder.name, embedder.dim) == ("minilm-l6-v2-int8-dq", 384)
+        assert (OnnxEmbedder(dynamic=False).name, embedder.dynamic) == ("minilm-l6-v2-int8", True)
+
+
+class TestOnnxEmbedderPackagedForm(EmbedderContract):
+    @pytest.fixture
+    def subject(self, packaged: OnnxEmbedder) -> OnnxEmbedder:
+        return packaged
 
 
 class TestCachedInMemory(EmbedderContract):
@@ -70,38 +83,54 @@ def test_paraphrases_are_closer_than_unrelated_pairs(embedder: OnnxEmbedder) -> 
         assert same > 0.6
 
 
-def test_a_text_embeds_the_same_alone_and_inside_a_batch_of_several_model_runs(embedder: OnnxEmbedder) -> None:
+def test_a_text_embeds_the_same_alone_and_inside_a_batch_of_several_model_runs(packaged: OnnxEmbedder) -> None:
     texts = [f"observation {i}: the key number {i} now holds value {i * 7}" for i in range(150)]
+    runs = packaged.runs
+    together = packaged.embed(texts)
+    lengths = [len(e.ids) for e in packaged._tokenizer.encode_batch(texts)]
+    assert packaged.runs - runs == len(token_batches(lengths, 64, 512)) > 3  # ~17 tokens: ~30 a run, not 64
+    for i in (0, 63, 64, 149):
+        alone = packaged.embed([texts[i]])[0]
+        assert cos(alone, together[i]) > 0.999
+
+
+def test_int8_activations_run_each_text_alone_so_its_vector_is_its_own(embedder: OnnxEmbedder,
+                                                                        packaged: OnnxEmbedder) -> None:
+    """Each run's activations are scaled to that run's range: a text run with others (and their padding)
+    would get another vector. So each text runs alone, and comes out the same whatever it is embedded
+    with; and close to the packaged form's vector (the int8 rounding)."""
+    texts = [f"subject_{i}.capital: Object {i * 7919 % 1000}" + " long" * (i % 9) for i in range(40)]
     runs = embedder.runs
     together = embedder.embed(texts)
-    lengths = [len(e.ids) for e in embedder._tokenizer.encode_batch(texts)]
-    assert embedder.runs - runs == len(token_batches(lengths, 64, 512)) > 3  # ~17 tokens: ~30 a run, not 64
-    for i in (0, 63, 64, 149):
-        alone = embedder.embed([texts[i]])[0]
-        assert cos(alone, together[i]) > 0.999
+    assert embedder.runs - runs == len(texts)
+    assert np.array_equal(embedder.embed(texts[::-1])[::-1], together)
+    assert np.array_equal(embedder.embed([texts[7]])[0], together[7])
+    close = (together * packaged.embed(texts)).sum(axis=1)
+    assert close.min() > 0.95 and close.mean() > 0.98
 
 
 def test_batches_run_at_once_give_the_rows_of_batches_run_one_by_one(embedder: OnnxEmbedder) -> None:
     """The default runs two batches at once (issue 19's measured thread settings): same rows, same order,
     every run counted, as one batch at a time on onnxruntime's own thread settings."""
     texts = [f"subject_{i}.capital: Object {i * 7919 % 1000}" + " long" * (i % 9) for i in range(300)]
-    assert embedder.parallel == 2 and embedder.threads == 1
-    serial = OnnxEmbedder(threads=0, parallel=1, spinning=True)
-    runs = embedder.runs
-    together = embedder.embed(texts)
-    assert embedder.runs - runs == len(token_batches([len(e.ids) for e in embedder._tokenizer.encode_batch(texts)],
-                                                     64, 512))
-    assert np.allclose(together, serial.embed(texts), atol=1e-5)
+    for model in (embedder, OnnxEmbedder(dynamic=False)):
+        assert model.parallel == 2 and model.threads == 1
+        serial = OnnxEmbedder(threads=0, parallel=1, spinning=True, dynamic=model.dynamic)
+        runs = model.runs
+        together = model.embed(texts)
+        lengths = [len(e.ids) for e in model._tokenizer.encode_batch(texts)]
+        assert model.runs - runs == len(token_batches(lengths, model.batch_size, model.token_budget)) > 1
+        assert np.allclose(together, serial.embed(texts), atol=1e-5)
 
 
 def test_a_batch_cut_by_tokens_embeds_as_one_text_at_a_time(embedder: OnnxEmbedder) -> None:
     """Texts of very different lengths: each batch is padded to its own longest, which must not change a vector."""
     texts = ["a", "short one", " ".join(["word"] * 300), "a sentence of a middling length, with a clause", "b" * 40]
-    budgeted = OnnxEmbedder(token_budget=16)
+    budgeted = OnnxEmbedder(token_budget=16, dynamic=False)
     together = budgeted.embed(texts)
     assert budgeted.runs >= 3
     for i, t in enumerate(texts):
-        assert cos(embedder.embed([t])[0], together[i]) > 0.9999
+        assert cos(budgeted.embed([t])[0], together[i]) > 0.9999
 
 
 def test_no_texts_give_an_empty_matrix_without_running_the_model() -> None:

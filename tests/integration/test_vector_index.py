@@ -326,7 +326,7 @@ def test_the_default_embedder_is_the_onnx_model_and_a_rebuilt_index_never_runs_i
         store.accept("home city", "Paris")
         store.accept("budget", "$30k")
         before = [r.to_dict() for r in store.search("where do I live", ranking="vector")]
-        assert store.embedder.name == OnnxEmbedder.name and before[0]["key"] == "home_city"
+        assert store.embedder.name == OnnxEmbedder().name == "minilm-l6-v2-int8-dq" and before[0]["key"] == "home_city"
     cache_file(db_path).unlink()
     with pmem.open(db_path) as fresh:
         assert [r.to_dict() for r in fresh.search("where do I live", ranking="vector")] == before
