@@ -171,7 +171,7 @@ def sweep(n: int, repeat: int) -> None:
         for s, e in embedders.items():
             best[s] = min(best[s], _timed(lambda e=e: e.embed(corpus)))
     default = (oe.INTRA_OP_THREADS, oe.INTER_OP_THREADS, oe.SPINNING, oe.PARALLEL_BATCHES)
-    print(f"{n} texts, batch {oe.BATCH_SIZE}, best of {repeat}; intra-op 0 = onnxruntime's default (one per core)")
+    print(f"{n} texts, the default (int8) form, best of {repeat}; intra-op 0 = onnxruntime's default (one per core)")
     print("| intra-op | inter-op | spinning | batches at once | texts/s | vs default onnxruntime |")
     print("|---|---|---|---|---|---|")
     for s in SETTINGS:
