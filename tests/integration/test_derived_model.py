@@ -3,6 +3,8 @@ onnxruntime, and cached (:mod:`pmem.adapters.embedders.derived_model`)."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +40,13 @@ def test_a_damaged_cached_model_is_deleted_and_derived_again(folder: Path, tmp_p
     data = bytearray(good.read_bytes())
     data[len(data) // 2] ^= 0xFF
     damaged.write_bytes(bytes(data))
+    left, running = tmp_path / ".deriving-killed", tmp_path / ".deriving-running"
+    for path, age in ((left, 3600), (running, 5)):  # one a killed derivation left, one being written
+        path.write_bytes(b"partial")
+        os.utime(path, (time.time() - age, time.time() - age))
     again = derive_cached(SOURCE, MODEL_SHA256, tmp_path)
     assert again == damaged and sha256_of(again) == PINNED  # the same name, now with the right bytes
-    assert [p.name for p in tmp_path.iterdir()] == [good.name]  # no temporary file left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [running.name, good.name]  # nothing else left
 
 
 def test_a_cache_folder_that_cannot_be_written_leaves_the_model_in_memory(tmp_path: Path) -> None:
