@@ -36,8 +36,10 @@ def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
     nx = _networkx()
 
     nxg = nx.Graph()
-    nxg.add_nodes_from(g.entities)
-    nxg.add_edges_from(g.prerequisites | g.associations)
+    # In sorted order: Louvain's seeded result still depends on the order it meets nodes and edges, and
+    # a set of strings iterates in an order that changes with each process's hash seed.
+    nxg.add_nodes_from(sorted(g.entities))
+    nxg.add_edges_from(sorted(g.prerequisites | g.associations))
     if nxg.number_of_nodes() == 0:
         return {}
     rank = pagerank(nxg)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pmem
 from pmem.adapters.embedders.onnx_embedder import OnnxEmbedder
 from pmem.adapters.graph.view import analyse, cosine_associations, proposals
@@ -66,3 +72,17 @@ def test_a_graph_of_one_entity_still_gets_its_embedding(store: pmem.Store) -> No
     store.accept("solo", "itself")
     g = store.graph(embed=True)
     assert [e.embedding.shape for e in g.entities.values()] == [(384,), (384,)]
+
+
+def test_communities_do_not_depend_on_the_process_hash_seed(db_path: Path) -> None:
+    """Louvain is seeded, but meets nodes and edges in the order given: a set of strings iterates in
+    another order in each process (its hash seed), so the analysis sorts them first."""
+    with pmem.open(db_path) as store:
+        for i in range(12):
+            store.accept(f"book_{i}.author", f"Author {i % 4}")
+            store.accept(f"author_{i % 4}.country_of_citizenship", ["France", "Chile", "Japan"][i % 3])
+    code = ("import json, sys, pmem; from pmem.adapters.graph.view import analyse; "
+            "s = pmem.open(sys.argv[1]); print(json.dumps(sorted(analyse(s.graph()).items()))); s.close()")
+    runs = {subprocess.run([sys.executable, "-c", code, str(db_path)], env={**os.environ, "PYTHONHASHSEED": seed},
+                           capture_output=True, text=True, check=True).stdout for seed in ("1", "2", "3", "4", "5")}
+    assert len(runs) == 1 and json.loads(runs.pop())
