@@ -19,7 +19,7 @@ P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
-        [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
+        [--slots off|fallback|only] [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
 
 ``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
 lines; ``--replay FILE`` answers every call from such a file through litellm's ``mock_response``, so a
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 import pmem  # noqa: E402
 from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
 from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
-from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
+from pmem.adapters.llm.extractor import SLOT_MODES, LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
 from pmem.adapters.sources.locomo import locomo_records  # noqa: E402
@@ -268,6 +268,9 @@ def main() -> None:
                                                "--record: the calls not in it go to the model)")
     p.add_argument("--no-verify", dest="verify", action="store_false", help="no verification pass (the extractor's "
                                                                            "blind second question per fact)")
+    p.add_argument("--slots", choices=SLOT_MODES, default="off", help="ask the slot card: never (default), for "
+                                                                     "turns the first pass left without a fact, "
+                                                                     "or instead of the first pass")
     args = p.parse_args()
     if args.record and args.replay and args.record.resolve() == args.replay.resolve():
         p.error("--record and --replay must be different files")
@@ -281,7 +284,7 @@ def main() -> None:
     gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     settings = LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2, max_tokens=args.max_tokens)
-    llm = LlmExtractor(settings, verify=args.verify)
+    llm = LlmExtractor(settings, verify=args.verify, slots=args.slots)
     with tempfile.TemporaryDirectory() as tmp:
         listed, same = issue_check(llm, Path(tmp))  # first: three model calls
         print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "

@@ -24,6 +24,7 @@ from pmem.domain.extraction.facts import Extraction, Fact
 from pmem.domain.extraction.grounding import Utterance, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
+from pmem.domain.extraction.slots import SLOT_PROMPT, SLOT_SCHEMA, parse_slots
 from pmem.domain.extraction.verification import (
     MAX_ANSWER_TOKENS,
     VERIFY_PROMPT,
@@ -52,6 +53,10 @@ Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one 
 accept (new current value), contest (plausible but uncertain: keep both open), reject (the current value
 was wrong; this replaces it), revoke (the observation retracts the value), support (same as current)."""
 
+SLOT_MODES = ("off", "fallback", "only")
+"""When the slot card is asked (docs/ingest.md#slots): never; for a record the free-form facts left without a
+fact; instead of the free-form facts."""
+
 OPS = ("accept", "contest", "reject", "revoke", "support")
 ANNOTATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -66,9 +71,12 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, settings: LlmSettings, verify: bool = True) -> None:
+    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = "off") -> None:
+        if slots not in SLOT_MODES:
+            raise ValueError(f"slots must be one of {', '.join(SLOT_MODES)}, got {slots!r}")
         self.model = JsonModel(settings)
         self.verify = verify
+        self.slots = slots
 
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The grounded facts of one record, or (``failed``) why the model's answers could not be used.
@@ -79,11 +87,21 @@ class LlmExtractor:
         if nothing is not None:
             return Extraction(record, text, reason=nothing)
 
+        first = None if self.slots == "only" else self.ask(text, record, said, EXTRACT_PROMPT, CLAIMS_SCHEMA)
+        if first is not None and (first.facts or self.slots == "off"):
+            return first
+        second = self.ask(text, record, said, SLOT_PROMPT, SLOT_SCHEMA)
+        return second if first is None else merged(first, second)
+
+    def ask(self, text: str, record: int, said: Utterance | None, prompt: str, schema: dict[str, Any]) -> Extraction:
+        """One pass (free-form facts, or the slot card), grounded, then verified when asked to be."""
+        slots = schema is SLOT_SCHEMA
+
         def parse(answer: str) -> tuple[Extraction | None, str]:
-            x = parse_grounded(answer, record, text, said)
+            x = parse_slots(answer, record, text, said) if slots else parse_grounded(answer, record, text, said)
             return (None, x.reason or "unusable") if x.failed else (x, "")
 
-        result = self.model.ask(EXTRACT_PROMPT, message(text, said), CLAIMS_SCHEMA, "facts", parse)
+        result = self.model.ask(prompt, message(text, said), schema, "slots" if slots else "facts", parse)
         if result.value is not None:
             extraction: Extraction = result.value
             return self.verified(extraction, said) if self.verify and extraction.facts else extraction
@@ -108,6 +126,14 @@ class LlmExtractor:
         if result.value is None:
             return f"unverified: {result.reason}"
         return disagreement(fact.value, result.value)
+
+
+def merged(first: Extraction, second: Extraction) -> Extraction:
+    """The slot pass's result after a first pass that wrote nothing: its facts, with both passes' drops."""
+    dropped = first.dropped + second.dropped
+    if second.facts:
+        return replace(second, dropped=dropped)
+    return replace(first, dropped=dropped, reason=f"{first.reason}; slots: {second.reason}")
 
 
 def message(text: str, said: Utterance | None) -> str:
