@@ -48,7 +48,8 @@ def test_a_slot_value_the_record_does_not_say_is_dropped_with_its_reason() -> No
 def test_a_card_with_nothing_grounded_writes_nothing_and_says_why() -> None:
     x = parse_slots(card(job="writer"), 1, TEXT, NORA)
     assert x.facts == () and not x.failed
-    assert x.reason == "every slot was dropped: slot 'job' = 'writer': ungrounded: the value's words are not in the record"
+    assert x.reason == ("every slot was dropped: slot 'job' = 'writer': ungrounded: the value's words are not "
+                        "in the record")
     assert parse_slots(card(), 1, TEXT, NORA).reason == "the model filled no slot"
 
 
