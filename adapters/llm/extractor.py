@@ -21,7 +21,7 @@ from typing import Any
 from pmem.adapters.llm.client import JsonModel, LlmSettings
 from pmem.domain.extraction.annotate import LOW_CONFIDENCE, Annotation, CellSnapshot, annotate, validate
 from pmem.domain.extraction.facts import Extraction, Fact
-from pmem.domain.extraction.grounding import Utterance, states_nothing
+from pmem.domain.extraction.grounding import Utterance, content, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
 from pmem.domain.extraction.slots import SLOT_PROMPT, SLOT_SCHEMA, parse_slots
@@ -53,9 +53,9 @@ Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one 
 accept (new current value), contest (plausible but uncertain: keep both open), reject (the current value
 was wrong; this replaces it), revoke (the observation retracts the value), support (same as current)."""
 
-SLOT_MODES = ("off", "fallback", "only")
+SLOT_MODES = ("off", "fallback", "only", "both")
 """When the slot card is asked (docs/ingest.md#slots): never; for a record the free-form facts left without a
-fact; instead of the free-form facts."""
+fact; instead of the free-form facts; as well as them, for every record."""
 
 OPS = ("accept", "contest", "reject", "revoke", "support")
 ANNOTATION_SCHEMA: dict[str, Any] = {
@@ -88,13 +88,15 @@ class LlmExtractor:
             return Extraction(record, text, reason=nothing)
 
         first = None if self.slots == "only" else self.ask(text, record, said, EXTRACT_PROMPT, CLAIMS_SCHEMA)
-        if first is not None and (first.facts or self.slots == "off"):
+        if first is not None and (self.slots == "off" or (first.facts and self.slots == "fallback")):
             return first
-        second = self.ask(text, record, said, SLOT_PROMPT, SLOT_SCHEMA)
+        second = self.ask(text, record, said, SLOT_PROMPT, SLOT_SCHEMA, check=False)
+        second = self.checked(second if first is None else without_repeats(second, first), said)
         return second if first is None else merged(first, second)
 
-    def ask(self, text: str, record: int, said: Utterance | None, prompt: str, schema: dict[str, Any]) -> Extraction:
-        """One pass (free-form facts, or the slot card), grounded, then verified when asked to be."""
+    def ask(self, text: str, record: int, said: Utterance | None, prompt: str, schema: dict[str, Any],
+            check: bool = True) -> Extraction:
+        """One pass (free-form facts, or the slot card), grounded, then (``check``) verified when asked to be."""
         slots = schema is SLOT_SCHEMA
 
         def parse(answer: str) -> tuple[Extraction | None, str]:
@@ -104,8 +106,12 @@ class LlmExtractor:
         result = self.model.ask(prompt, message(text, said), schema, "slots" if slots else "facts", parse)
         if result.value is not None:
             extraction: Extraction = result.value
-            return self.verified(extraction, said) if self.verify and extraction.facts else extraction
+            return self.checked(extraction, said) if check else extraction
         return Extraction(record, text, reason=result.reason, failed=True)
+
+    def checked(self, x: Extraction, said: Utterance | None) -> Extraction:
+        """``x`` after the verification pass, when it is on and there is anything to verify."""
+        return self.verified(x, said) if self.verify and x.facts else x
 
     def verified(self, x: Extraction, said: Utterance | None) -> Extraction:
         """``x`` without the facts a blind question does not confirm; each of them on ``dropped``, with why."""
@@ -128,12 +134,30 @@ class LlmExtractor:
         return disagreement(fact.value, result.value)
 
 
+def same_fact(fact: Fact) -> tuple[str, frozenset[str]]:
+    """A fact's person and its value's content words: the same for one fact said twice, under any attribute."""
+    return fact.key.partition(".")[0], frozenset(content(fact.value))
+
+
+def without_repeats(second: Extraction, first: Extraction) -> Extraction:
+    """``second`` without the facts giving a value ``first`` already has for the same person (not asked about
+    again), each on ``dropped``."""
+    seen = {same_fact(f) for f in first.facts}
+    again = [f for f in second.facts if same_fact(f) in seen]
+    if not again:
+        return second
+    dropped = second.dropped + tuple(f"fact {f.key!r} = {f.value[:60]!r}: the first pass wrote the same value"
+                                     for f in again)
+    return replace(second, facts=tuple(f for f in second.facts if f not in again), dropped=dropped)
+
+
 def merged(first: Extraction, second: Extraction) -> Extraction:
-    """The slot pass's result after a first pass that wrote nothing: its facts, with both passes' drops."""
+    """Both passes' facts and drops, as one extraction of the record."""
     dropped = first.dropped + second.dropped
-    if second.facts:
-        return replace(second, dropped=dropped)
-    return replace(first, dropped=dropped, reason=f"{first.reason}; slots: {second.reason}")
+    if first.facts or second.facts:
+        return replace(first, facts=first.facts + second.facts, dropped=dropped, reason=None, failed=False)
+    reasons = "; slots: ".join(r for r in (first.reason, second.reason) if r)
+    return replace(first, dropped=dropped, reason=reasons or None)
 
 
 def message(text: str, said: Utterance | None) -> str:

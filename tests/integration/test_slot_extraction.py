@@ -5,7 +5,8 @@ Each call is answered from a script keyed by its schema and what it asks. The fi
 finds nothing in Iker's turn; with ``slots="fallback"`` the card is asked for that turn only, its grounded
 slots are verified by each slot's own question, and a slot the record does not say (``identity = male``) or
 the blind question does not confirm (``places = Herons``) is dropped with its reason. ``slots="only"`` asks
-the card for every turn, ``slots="off"`` never.
+the card for every turn instead, ``slots="both"`` as well (a value written twice for the same person is kept
+once), ``slots="off"`` never.
 """
 
 from __future__ import annotations
@@ -108,6 +109,17 @@ def test_only_the_card_is_asked_when_it_replaces_the_first_pass(store: pmem.Stor
     assert store.get("iker.family").value == "Miso and Tofu"
 
 
+def test_both_passes_write_their_facts_once(store: pmem.Store, scripted: Script) -> None:
+    receipts = ingest(store, scripted, "both")
+    assert scripted.calls.count("slots") == 2 and scripted.calls.count("facts") == 2
+    assert scripted.calls.count("answer") == 4  # a repeated value is not asked about again
+    assert {c.key: c.value for c in store.frontier()} == {
+        "nora.job": "nurse at the city hospital", "iker.family": "Miso and Tofu",
+        "iker.activities": "watch herons at the lake"}
+    assert ("dropped fact 'nora.job' = 'nurse at the city hospital': the first pass wrote the same value"
+            in [r["reason"] for r in receipts])
+
+
 def test_without_the_card_the_empty_turn_writes_nothing(store: pmem.Store, scripted: Script) -> None:
     ingest(store, scripted, "off")
     assert "slots" not in scripted.calls
@@ -121,5 +133,5 @@ def test_without_verification_a_grounded_slot_is_written_under_its_slot(store: p
 
 
 def test_an_unknown_slot_mode_is_refused_in_one_line() -> None:
-    with pytest.raises(ValueError, match="^slots must be one of off, fallback, only, got 'some'$"):
+    with pytest.raises(ValueError, match="^slots must be one of off, fallback, only, both, got 'some'$"):
         LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1"), slots="some")
