@@ -135,3 +135,11 @@ def test_without_verification_a_grounded_slot_is_written_under_its_slot(store: p
 def test_an_unknown_slot_mode_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="^slots must be one of off, fallback, only, both, got 'some'$"):
         LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1"), slots="some")
+
+
+def test_the_ingest_command_passes_its_slot_mode_to_the_extractor() -> None:
+    from pmem.adapters.service.ingest import make_extractor
+
+    settings = LlmSettings("openai/qwen", "http://127.0.0.1:9/v1")
+    assert make_extractor("llm", settings, "locomo", True, "both").slots == "both"  # type: ignore[attr-defined]
+    assert make_extractor("llm", settings, "locomo").slots == "off"  # type: ignore[attr-defined]
