@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from pmem.domain.extraction.facts import Extraction, Fact
-from pmem.domain.extraction.grounding import Utterance
+from pmem.domain.extraction.grounding import Utterance, content
 from pmem.domain.extraction.llm_output import find_json_object, grounded_fact
 
 SLOT_FORM = "llm-slot"
@@ -68,6 +68,13 @@ def filled(obj: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def repeated(fact: Fact, kept: list[Fact]) -> str | None:
+    """Why ``fact`` is a value the card already gave under an earlier slot (one fact filed twice), or ``None``."""
+    words = content(fact.value)
+    first = next((f for f in kept if content(f.value) == words), None)
+    return None if first is None else f"the same value as slot {first.key.rpartition('.')[2]!r}"
+
+
 def parse_slots(output: str, record: int, text: str, said: Utterance | None = None) -> Extraction:
     """Facts about the speaker from a slot answer, each through the grounding rules; the rest on ``dropped``."""
     obj, why = find_json_object(output, next(iter(SLOTS)))
@@ -79,6 +86,8 @@ def parse_slots(output: str, record: int, text: str, said: Utterance | None = No
     for slot, value in filled(obj):
         item = {"subject": subject, "attribute": slot, "value": value, "evidence": value}
         got = grounded_fact(item, record, text, said, SLOT_FORM)
+        if isinstance(got, Fact):
+            got = repeated(got, facts) or got
         (facts.append(got) if isinstance(got, Fact) else dropped.append(f"slot {slot!r} = {value[:60]!r}: {got}"))
     if not facts:
         reason = "the model filled no slot" if not dropped else f"every slot was dropped: {dropped[0]}"

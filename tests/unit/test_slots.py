@@ -69,3 +69,9 @@ def test_a_slot_fact_is_verified_by_the_slot_question_and_another_fact_by_its_at
 def test_every_slot_question_names_the_person_and_not_the_slot_value(name: str) -> None:
     asked = question(Fact(f"nora.{name}", "Porto", "asserted", "accept", 0.9, 1, TEXT, SLOT_FORM), NORA)
     assert "Nora" in asked and "Porto" not in asked and asked.endswith("?")
+
+
+def test_a_value_given_under_two_slots_is_kept_under_the_first() -> None:
+    x = parse_slots(card(activities="nurse at the city hospital", events="a nurse at the city hospital"), 1, TEXT, NORA)
+    assert [f.key for f in x.facts] == ["nora.activities"]
+    assert x.dropped == ("slot 'events' = 'a nurse at the city hospital': the same value as slot 'activities'",)
