@@ -19,10 +19,10 @@ P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
-        [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
+        [--slots off|fallback|only] [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
 
 ``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
-lines; ``--replay FILE`` answers every call from such a file through litellm's ``mock_response``, so a
+lines; ``--replay FILE`` (repeatable) answers every call from such files through litellm's ``mock_response``, so a
 change to the grounding rules is re-scored in seconds without a model (the answers depend on the prompt:
 after a prompt change, record again). A call not in the file stops the run, naming it. Both together
 replay what the first file has and record the rest with the model: the verification pass over recorded
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 import pmem  # noqa: E402
 from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
 from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
-from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
+from pmem.adapters.llm.extractor import SLOT_MODES, LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
 from pmem.adapters.sources.locomo import locomo_records  # noqa: E402
@@ -92,10 +92,10 @@ class Tape:
     model, and every answer is written to ``record`` (a new pass over old answers records only the new calls).
     Installed on the litellm module the client imports, so production code is unchanged."""
 
-    def __init__(self, record: Path | None, replay: Path | None) -> None:
-        self.record, self.replay = record, replay
+    def __init__(self, record: Path | None, replay: Sequence[Path]) -> None:
+        self.record, self.replay = record, ", ".join(map(str, replay))
         self.answers: dict[str, list[dict[str, Any]]] = {}  # per request, its answers in the order given
-        for line in replay.read_text().splitlines() if replay else ():
+        for line in (line for path in replay for line in path.read_text().splitlines()):
             entry = json.loads(line)
             self.answers.setdefault(entry["id"], []).append(entry)
         if record:
@@ -264,12 +264,16 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, help="bound each extraction answer (default: the server's)")
     p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
     p.add_argument("--record", type=Path, help="save every model call's request hash and answer (JSON lines)")
-    p.add_argument("--replay", type=Path, help="answer every model call from a --record file, no model (with "
-                                               "--record: the calls not in it go to the model)")
+    p.add_argument("--replay", type=Path, action="append", default=[],
+                   help="answer every model call from a --record file, no model (with --record: the calls not in "
+                        "it go to the model); repeated, from all the files given")
     p.add_argument("--no-verify", dest="verify", action="store_false", help="no verification pass (the extractor's "
                                                                            "blind second question per fact)")
+    p.add_argument("--slots", choices=SLOT_MODES, default="off", help="ask the slot card: never (default), for "
+                                                                     "turns the first pass left without a fact, "
+                                                                     "or instead of the first pass")
     args = p.parse_args()
-    if args.record and args.replay and args.record.resolve() == args.replay.resolve():
+    if args.record and args.record.resolve() in {r.resolve() for r in args.replay}:
         p.error("--record and --replay must be different files")
     if args.record or args.replay:
         Tape(args.record, args.replay)
@@ -281,7 +285,7 @@ def main() -> None:
     gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     settings = LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2, max_tokens=args.max_tokens)
-    llm = LlmExtractor(settings, verify=args.verify)
+    llm = LlmExtractor(settings, verify=args.verify, slots=args.slots)
     with tempfile.TemporaryDirectory() as tmp:
         listed, same = issue_check(llm, Path(tmp))  # first: three model calls
         print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "
@@ -291,7 +295,7 @@ def main() -> None:
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
         report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls,
-               args.replay is not None and args.record is None)
+               bool(args.replay) and args.record is None)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
             print(f"  {mode:18} {cat:10} {hit}/{n}  {tokens / n:.0f} tokens")

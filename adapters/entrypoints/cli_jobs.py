@@ -90,6 +90,10 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="with --extractor llm: write grounded facts without the verification pass (a blind "
                         "second question to the model per fact; on by default)")
+    p.add_argument("--slots", default="off", choices=("off", "fallback", "only", "both"),
+                   help="with --extractor llm: also ask a fixed card of lasting-fact slots about the speaker, for "
+                        "records the free-form pass left without facts (fallback), instead of it (only) or as well "
+                        "as it (both)")
     p.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     p.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
                    help="merge paraphrased keys into registered ones (auto: on for statement keys "
@@ -108,7 +112,7 @@ def _ingest(args: Args) -> int:
     llm = llm_settings(args.model, args.api_base)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
     # before the store exists: a bad choice creates nothing
-    extractor = make_extractor(args.extractor, llm, fmt, args.verify)
+    extractor = make_extractor(args.extractor, llm, fmt, args.verify, args.slots)
     annotator = make_annotator(args.annotator, llm)
     data = read_input(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)

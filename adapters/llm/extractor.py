@@ -21,9 +21,10 @@ from typing import Any
 from pmem.adapters.llm.client import JsonModel, LlmSettings
 from pmem.domain.extraction.annotate import LOW_CONFIDENCE, Annotation, CellSnapshot, annotate, validate
 from pmem.domain.extraction.facts import Extraction, Fact
-from pmem.domain.extraction.grounding import Utterance, states_nothing
+from pmem.domain.extraction.grounding import Utterance, content, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
+from pmem.domain.extraction.slots import SLOT_PROMPT, SLOT_SCHEMA, parse_slots
 from pmem.domain.extraction.verification import (
     MAX_ANSWER_TOKENS,
     VERIFY_PROMPT,
@@ -52,6 +53,10 @@ Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one 
 accept (new current value), contest (plausible but uncertain: keep both open), reject (the current value
 was wrong; this replaces it), revoke (the observation retracts the value), support (same as current)."""
 
+SLOT_MODES = ("off", "fallback", "only", "both")
+"""When the slot card is asked (docs/ingest.md#slots): never; for a record the free-form facts left without a
+fact; instead of the free-form facts; as well as them, for every record."""
+
 OPS = ("accept", "contest", "reject", "revoke", "support")
 ANNOTATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -66,9 +71,12 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, settings: LlmSettings, verify: bool = True) -> None:
+    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = "off") -> None:
+        if slots not in SLOT_MODES:
+            raise ValueError(f"slots must be one of {', '.join(SLOT_MODES)}, got {slots!r}")
         self.model = JsonModel(settings)
         self.verify = verify
+        self.slots = slots
 
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The grounded facts of one record, or (``failed``) why the model's answers could not be used.
@@ -79,15 +87,31 @@ class LlmExtractor:
         if nothing is not None:
             return Extraction(record, text, reason=nothing)
 
+        first = None if self.slots == "only" else self.ask(text, record, said, EXTRACT_PROMPT, CLAIMS_SCHEMA)
+        if first is not None and (self.slots == "off" or (first.facts and self.slots == "fallback")):
+            return first
+        second = self.ask(text, record, said, SLOT_PROMPT, SLOT_SCHEMA, check=False)
+        second = self.checked(second if first is None else without_repeats(second, first), said)
+        return second if first is None else merged(first, second)
+
+    def ask(self, text: str, record: int, said: Utterance | None, prompt: str, schema: dict[str, Any],
+            check: bool = True) -> Extraction:
+        """One pass (free-form facts, or the slot card), grounded, then (``check``) verified when asked to be."""
+        slots = schema is SLOT_SCHEMA
+
         def parse(answer: str) -> tuple[Extraction | None, str]:
-            x = parse_grounded(answer, record, text, said)
+            x = parse_slots(answer, record, text, said) if slots else parse_grounded(answer, record, text, said)
             return (None, x.reason or "unusable") if x.failed else (x, "")
 
-        result = self.model.ask(EXTRACT_PROMPT, message(text, said), CLAIMS_SCHEMA, "facts", parse)
+        result = self.model.ask(prompt, message(text, said), schema, "slots" if slots else "facts", parse)
         if result.value is not None:
             extraction: Extraction = result.value
-            return self.verified(extraction, said) if self.verify and extraction.facts else extraction
+            return self.checked(extraction, said) if check else extraction
         return Extraction(record, text, reason=result.reason, failed=True)
+
+    def checked(self, x: Extraction, said: Utterance | None) -> Extraction:
+        """``x`` after the verification pass, when it is on and there is anything to verify."""
+        return self.verified(x, said) if self.verify and x.facts else x
 
     def verified(self, x: Extraction, said: Utterance | None) -> Extraction:
         """``x`` without the facts a blind question does not confirm; each of them on ``dropped``, with why."""
@@ -108,6 +132,32 @@ class LlmExtractor:
         if result.value is None:
             return f"unverified: {result.reason}"
         return disagreement(fact.value, result.value)
+
+
+def same_fact(fact: Fact) -> tuple[str, frozenset[str]]:
+    """A fact's person and its value's content words: the same for one fact said twice, under any attribute."""
+    return fact.key.partition(".")[0], frozenset(content(fact.value))
+
+
+def without_repeats(second: Extraction, first: Extraction) -> Extraction:
+    """``second`` without the facts giving a value ``first`` already has for the same person (not asked about
+    again), each on ``dropped``."""
+    seen = {same_fact(f) for f in first.facts}
+    again = [f for f in second.facts if same_fact(f) in seen]
+    if not again:
+        return second
+    dropped = second.dropped + tuple(f"fact {f.key!r} = {f.value[:60]!r}: the first pass wrote the same value"
+                                     for f in again)
+    return replace(second, facts=tuple(f for f in second.facts if f not in again), dropped=dropped)
+
+
+def merged(first: Extraction, second: Extraction) -> Extraction:
+    """Both passes' facts and drops, as one extraction of the record."""
+    dropped = first.dropped + second.dropped
+    if first.facts or second.facts:
+        return replace(first, facts=first.facts + second.facts, dropped=dropped, reason=None, failed=False)
+    reasons = "; slots: ".join(r for r in (first.reason, second.reason) if r)
+    return replace(first, dropped=dropped, reason=reasons or None)
 
 
 def message(text: str, said: Utterance | None) -> str:

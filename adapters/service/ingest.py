@@ -78,10 +78,12 @@ class Extractor(Protocol):
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction: ...
 
 
-def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines", verify: bool = True) -> Extractor:
+def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines", verify: bool = True,
+                   slots: str = "off") -> Extractor:
     """The extractor called ``name`` for records of format ``fmt``; ``llm`` needs model settings (``--model``).
     The template extractor reads dialogue (``locomo``) with its statement form only; ``verify`` is the llm
-    extractor's verification pass (docs/ingest.md#verification)."""
+    extractor's verification pass (docs/ingest.md#verification), ``slots`` when it asks the slot card
+    (docs/ingest.md#slots)."""
     if name == "template":
         return DialogueTemplateExtractor() if fmt == "locomo" else TemplateExtractor()
     if name == "llm":
@@ -90,7 +92,7 @@ def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines"
                                          "e.g. --model openai/qwen --api-base http://127.0.0.1:8080/v1")
         from pmem.adapters.llm.extractor import LlmExtractor
 
-        return LlmExtractor(llm, verify=verify)
+        return LlmExtractor(llm, verify=verify, slots=slots)
     raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
                            field="extractor")
 

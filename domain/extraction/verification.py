@@ -13,6 +13,7 @@ from typing import Any
 
 from pmem.domain.extraction.facts import Fact, subject_slug
 from pmem.domain.extraction.grounding import Utterance, content
+from pmem.domain.extraction.slots import SLOT_FORM, slot_question
 
 NOT_STATED = "not stated"
 
@@ -50,9 +51,12 @@ def subject_name(fact: Fact, said: Utterance | None) -> str:
 
 
 def question(fact: Fact, said: Utterance | None) -> str:
-    """The question the fact answers, without its value."""
-    attribute = fact.key.rpartition(".")[2].replace("_", " ")
-    return f"Question: according to this message, what is {subject_name(fact, said)}'s {attribute}?"
+    """The question the fact answers, without its value: a slot's own question for a slot's fact (a slot
+    name alone, "what is Caroline's activities?", asks less than the slot holds)."""
+    attribute = fact.key.rpartition(".")[2]
+    asked = slot_question(attribute, subject_name(fact, said)) if fact.form == SLOT_FORM else None
+    asked = asked or f"what is {subject_name(fact, said)}'s {attribute.replace('_', ' ')}"
+    return f"Question: according to this message, {asked}?"
 
 
 def read_answer(obj: dict[str, Any]) -> tuple[str | None, str]:
