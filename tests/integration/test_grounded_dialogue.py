@@ -1,4 +1,4 @@
-"""Grounding and attribution through the real litellm (``mock_response``), on conversations of LoCoMo's shape.
+"""Grounding and attribution through the real litellm and a real local chat server, on conversations of LoCoMo's shape.
 
 The answers replayed are the kinds a small model gives (issue 17): a leaked example key, a value nobody
 said, a fact about the listener, a question read as a fact, next to the right facts. Only the right ones
@@ -21,6 +21,7 @@ from pmem.adapters.service.ingest import FAILURE_KEY, TURN_KEY, Ingestor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.extraction.facts import Extraction
 from pmem.domain.extraction.grounding import Utterance
+from tests.chat_server import chat_server
 
 ISSUE_SLICE = Path(__file__).resolve().parents[2] / "scripts" / "data" / "locomo_issue17_turns.json"
 
@@ -30,16 +31,21 @@ def answer(*facts: tuple[str, str, str, str]) -> str:
 
 
 class Replay:
-    """One scripted LlmExtractor per record number; a record missing from the script must not reach a model."""
+    """One LlmExtractor per record number, each asking a real OpenAI-compatible server on 127.0.0.1
+    (tests/chat_server.py) under a model name of its own, which answers it the recorded answers in turn
+    (the last one again for a retry); a record missing from the script must not reach a model."""
 
     name = "llm"
 
-    def __init__(self, answers: dict[int, Sequence[str]]) -> None:
-        never = LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=["not asked"], attempts=1)
+    def __init__(self, answers: dict[int, Sequence[str]], base: str) -> None:
+        self.answers = {f"record-{n}": list(a) for n, a in answers.items()}
         # verify=False: these tests are about the grounding rules; the verification pass has its own tests
-        self.extractors = {n: LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=a),
-                                           verify=False) for n, a in answers.items()}
-        self.never = LlmExtractor(never, verify=False)
+        self.extractors = {n: LlmExtractor(LlmSettings(f"openai/record-{n}", base), verify=False) for n in answers}
+        self.never = LlmExtractor(LlmSettings("openai/never", base, attempts=1), verify=False)
+
+    def reply(self, request: dict[str, Any]) -> str:
+        queue = self.answers.get(request["model"], ["not asked"])
+        return queue.pop(0) if len(queue) > 1 else queue[0]
 
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         return self.extractors.get(record, self.never).extract(text, record, said)
@@ -71,8 +77,11 @@ RECORDED = {
 
 def ingest(store: pmem.Store, doc: dict[str, Any], answers: dict[int, Sequence[str]]) -> tuple[list[dict[str, Any]],
                                                                                              Replay]:
-    replay = Replay(answers)
-    return list(Ingestor(store, replay).run(read_records(json.dumps(doc).encode(), "locomo"))), replay
+    late: list[Replay] = []  # the server starts first: the extractors need its address
+    with chat_server(lambda request: late[0].reply(request)) as server:
+        replay = Replay(answers, server.base)
+        late.append(replay)
+        return list(Ingestor(store, replay).run(read_records(json.dumps(doc).encode(), "locomo"))), replay
 
 
 def test_only_grounded_facts_attributed_to_their_speaker_are_written(store: pmem.Store) -> None:
