@@ -2,16 +2,17 @@
 
 litellm takes about 4 s to import, so it is imported on the first call, never at module import. Any
 litellm model string works (``openai/<alias>`` with ``api_base`` for a local OpenAI-compatible server,
-``ollama/...``, a hosted model). Tests pass litellm's own ``mock_response`` (one answer per attempt), so
-every path, malformed answers included, runs through the real litellm with no server.
+``ollama/...``, a hosted model). Tests point ``api_base`` at a tiny OpenAI-compatible server on 127.0.0.1
+(tests/chat_server.py), so every path, malformed answers and failed calls included, runs through the real
+litellm and real HTTP.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pmem.domain.errors import ExtractorNotConfigured, MissingExtra
@@ -32,7 +33,6 @@ class LlmSettings:
     timeout_s: float = 60.0
     temperature: float = 0.0
     max_tokens: int | None = None  # a bound on each answer's length; None: the server's own
-    mock_responses: Sequence[str] = field(default_factory=tuple)  # litellm mock_response, one per attempt
 
     def __post_init__(self) -> None:
         if not self.model or not self.model.strip():
@@ -90,7 +90,7 @@ class JsonModel:
         messages: list[dict[str, str]] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         reason = "no answer"
         for attempt in range(self.settings.attempts):
-            text, failure = self._call(messages, schema, name, attempt, max_tokens or self.settings.max_tokens)
+            text, failure = self._call(messages, schema, name, max_tokens or self.settings.max_tokens)
             if failure is not None:
                 reason = failure
                 continue
@@ -105,7 +105,7 @@ class JsonModel:
                       self.settings.attempts)
 
     def _call(self, messages: list[dict[str, str]], schema: dict[str, Any], name: str,
-              attempt: int, max_tokens: int | None) -> tuple[str, str | None]:
+              max_tokens: int | None) -> tuple[str, str | None]:
         """One completion: its text, or the reason the call itself failed (never raises)."""
         litellm = _litellm()
         s = self.settings
@@ -121,8 +121,6 @@ class JsonModel:
             kwargs["api_key"] = s.api_key or "none"
         elif s.api_key:
             kwargs["api_key"] = s.api_key
-        if s.mock_responses:
-            kwargs["mock_response"] = s.mock_responses[min(attempt, len(s.mock_responses) - 1)]
         self.calls += 1
         try:
             response = litellm.completion(**kwargs)

@@ -8,8 +8,7 @@ litellm is imported on first call (it takes seconds to import). Nothing else in 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pmem.domain.errors import ReaderNotConfigured
@@ -29,10 +28,7 @@ class LLMReader:
     model: str = "local"
     key: str = "x"
     max_tokens: int = 32
-    # litellm's own ``mock_response``, one per call in order (the last repeats): tests run the real
-    # litellm call path with no server.
-    mock_responses: Sequence[str] = field(default_factory=tuple)
-    calls: int = 0
+    calls: int = 0  # model invocations, read by tests
 
     @classmethod
     def from_env(cls) -> LLMReader:
@@ -44,13 +40,10 @@ class LLMReader:
     def _complete(self, prompt: str) -> str:
         from pmem.adapters.llm.client import _litellm  # imports litellm without fetching its price map
 
-        kwargs: dict[str, Any] = {}
-        if self.mock_responses:
-            kwargs["mock_response"] = self.mock_responses[min(self.calls, len(self.mock_responses) - 1)]
         self.calls += 1
         r: Any = _litellm().completion(model=f"openai/{self.model}", api_base=self.base, api_key=self.key,
                                        messages=[{"role": "user", "content": prompt}], temperature=0,
-                                       max_tokens=self.max_tokens, **kwargs)
+                                       max_tokens=self.max_tokens)
         return str(r.choices[0].message.content or "").strip().strip("`").strip()
 
     def answer(self, question: str, context: str) -> str:

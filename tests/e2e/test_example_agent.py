@@ -1,13 +1,14 @@
-"""docs/examples/agent.py, the example agent of issue 14 (part 6), driven by litellm's own mock responses: a
-scripted model that first remembers, then reads, then answers, against a real ``pmem mcp`` over stdio.
-No network: litellm answers from ``mock_tool_calls`` / ``mock_response`` without sending anything."""
+"""docs/examples/agent.py, the example agent of issue 14 (part 6), driven by a scripted model: a real
+OpenAI-compatible chat server on 127.0.0.1 (tests/chat_server.py) that first calls tools (remember, then
+read), then answers, against a real ``pmem mcp`` over stdio. litellm sends every turn over HTTP to that
+server and nowhere else; what the model was sent is asserted on the JSON the server received."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import json
-import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,9 +16,7 @@ from typing import Any
 import pytest
 
 import pmem
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list from the web
-import litellm  # noqa: E402
+from tests.chat_server import Answer, ChatServer, Script, chat_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,29 +33,40 @@ def tool_call(n: int, name: str, **args: Any) -> dict[str, Any]:
     return {"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
-class ScriptedModel:
-    """litellm.acompletion with one scripted mock per turn; it keeps what the model was sent."""
+class Model:
+    """The scripted model's server: one answer per turn, in order; ``sent`` is each request as received."""
 
-    def __init__(self, turns: list[dict[str, Any]]) -> None:
-        self.turns, self.sent = list(turns), []
+    def __init__(self, server: ChatServer, script: Script) -> None:
+        self.server, self.script = server, script
 
-    async def __call__(self, **kwargs: Any) -> Any:
-        self.sent.append(kwargs)
-        return await litellm.acompletion(**kwargs, **self.turns.pop(0))
+    def ask(self, agent: ModuleType, question: str, db: Path, *turns: Answer, **options: Any) -> str:
+        """The agent's answer to ``question``, its model answering ``turns`` in order."""
+        self.script.add("scripted", *turns)
+        return str(asyncio.run(agent.ask(question, db=str(db), model="openai/scripted", api_base=self.server.base,
+                                         **options)))
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        return self.server.requests
 
 
-def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path: Path) -> None:
+@pytest.fixture
+def model() -> Iterator[Model]:
+    script = Script()
+    with chat_server(script) as server:
+        yield Model(server, script)
+
+
+def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path: Path, model: Model) -> None:
     agent = load_agent()
     db = tmp_path / "mem.db"
-    model = ScriptedModel([
-        {"mock_tool_calls": [tool_call(1, "remember", text="My 5K PB is now 25:50.")]},
-        {"mock_tool_calls": [tool_call(2, "read", question="What is my 5K PB?", k=1),
-                             tool_call(3, "get", key="")]},
-        {"mock_response": "Your 5K PB is 25:50."},
-    ])
-    answer = asyncio.run(agent.ask("My 5K PB is now 25:50. What is it?", db=str(db), model="openai/mock",
-                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    answer = model.ask(
+        agent, "My 5K PB is now 25:50. What is it?", db,
+        {"tool_calls": [tool_call(1, "remember", text="My 5K PB is now 25:50.")]},
+        {"tool_calls": [tool_call(2, "read", question="What is my 5K PB?", k=1), tool_call(3, "get", key="")]},
+        "Your 5K PB is 25:50.")
     assert answer == "Your 5K PB is 25:50."
+    assert len(model.sent) == 3
     tools = {t["function"]["name"]: t["function"] for t in model.sent[0]["tools"]}
     assert {"remember", "read", "get", "apply"} <= set(tools)
     assert tools["read"]["parameters"]["properties"]["question"]["type"] == "string"
@@ -69,30 +79,27 @@ def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path
         assert store.get("5k pb").value == "25:50"
 
 
-def test_a_tool_call_written_as_text_is_run_too(tmp_path: Path) -> None:
+def test_a_tool_call_written_as_text_is_run_too(tmp_path: Path, model: Model) -> None:
     """A small model whose server does not parse tool calls writes the call as JSON text: it is run, and the
     result goes back to the model as the next user turn."""
     agent = load_agent()
     written = json.dumps({"name": "remember", "arguments": {"text": "My 5K PB is now 25:50.", "namespace": None}})
-    model = ScriptedModel([{"mock_response": f"```json\n{written}\n```"}, {"mock_response": "Noted: 25:50."}])
-    answer = asyncio.run(agent.ask("My 5K PB is now 25:50.", db=str(tmp_path / "mem.db"), model="openai/mock",
-                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    answer = model.ask(agent, "My 5K PB is now 25:50.", tmp_path / "mem.db", f"```json\n{written}\n```",
+                       "Noted: 25:50.")
     assert answer == "Noted: 25:50."
     assert model.sent[1]["messages"][-1] == {"role": "user",
                                              "content": "Result of remember: #1 accept 5k_pb -> 25:50 (active)"}
     assert agent.written_calls("Your PB is 25:50.", model.sent[0]["tools"]) == []
 
 
-def test_qwen_tagged_tool_calls_written_as_text_are_run_in_order(tmp_path: Path) -> None:
+def test_qwen_tagged_tool_calls_written_as_text_are_run_in_order(tmp_path: Path, model: Model) -> None:
     """Qwen2.5's own format, ``<tool_call>{...}</tool_call>``, as the local server hands it back when it
     leaves the text unparsed: every tagged call is run, in order, each result a user turn."""
     agent = load_agent()
     first = json.dumps({"name": "remember", "arguments": {"text": "My 5K PB is now 25:50."}})
     second = json.dumps({"name": "get", "arguments": json.dumps({"key": "5k pb"})})
     tagged = f"<tool_call>\n{first}\n</tool_call>\n<tool_call>\n{second}\n</tool_call>"
-    model = ScriptedModel([{"mock_response": tagged}, {"mock_response": "Your 5K PB is 25:50."}])
-    answer = asyncio.run(agent.ask("My 5K PB is now 25:50.", db=str(tmp_path / "mem.db"), model="openai/mock",
-                                   api_base="http://127.0.0.1:9/v1", completion=model))
+    answer = model.ask(agent, "My 5K PB is now 25:50.", tmp_path / "mem.db", tagged, "Your 5K PB is 25:50.")
     assert answer == "Your 5K PB is 25:50."
     assert [m["content"] for m in model.sent[1]["messages"][-2:]] == [
         "Result of remember: #1 accept 5k_pb -> 25:50 (active)", "Result of get: 5k_pb = 25:50"]
@@ -132,10 +139,8 @@ def test_mcp_tools_become_openai_function_tools() -> None:
         "name": "get", "description": "one fact", "parameters": {"type": "object", "properties": {}}}}]
 
 
-def test_only_the_named_tools_are_handed_to_the_model(tmp_path: Path) -> None:
+def test_only_the_named_tools_are_handed_to_the_model(tmp_path: Path, model: Model) -> None:
     agent = load_agent()
-    model = ScriptedModel([{"mock_response": "Nothing to do."}])
-    answer = asyncio.run(agent.ask("Hello.", db=str(tmp_path / "mem.db"), model="openai/mock",
-                                   api_base="http://127.0.0.1:9/v1", completion=model, only=["read", "remember"]))
+    answer = model.ask(agent, "Hello.", tmp_path / "mem.db", "Nothing to do.", only=["read", "remember"])
     assert answer == "Nothing to do."
     assert sorted(t["function"]["name"] for t in model.sent[0]["tools"]) == ["read", "remember"]

@@ -5,8 +5,9 @@ non-key keys, values over the 64 KiB limit, lone surrogates, NaN confidences, un
 types, extra fields that try to steer the write (``op``, ``namespace``, ``trust``), instructions injected
 into values; and whole answers that are truncated, wrapped in prose or fences, nested thousands deep,
 megabytes long, or not an object at all. Each answer goes through the real ingest path (``Ingestor``,
-the real ``LlmExtractor`` and the real litellm, fed the answer with its ``mock_response``: no server,
-no network) into a real SQLite store. After each example:
+the real ``LlmExtractor`` and the real litellm, which sends it over HTTP to a real OpenAI-compatible
+server on 127.0.0.1, tests/chat_server.py, that answers the example's text; no other network) into a
+real SQLite store. After each example:
 
 - every event appended is one the operation schema allows (key in normal form and within limits, value
   within limits, the store's namespace, an op of the schema), and no write comes from anywhere but an
@@ -35,6 +36,7 @@ from pmem.domain.extraction.facts import STATUSES
 from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import NODE_TYPES
 from pmem.domain.operations import MAX_FIELD_CHARS, MAX_TEXT_BYTES, MAX_VALUE_BYTES
+from tests.chat_server import chat_server
 
 EXAMPLES = 120
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
@@ -100,21 +102,25 @@ def store(tmp_path: Path) -> Iterator[pmem.Store]:
 def test_no_answer_writes_what_the_schema_does_not_allow_and_every_dropped_fact_is_on_a_receipt(
         store: pmem.Store) -> None:
     record = [0]
+    current = [""]  # the example's answer: the one server, started once for all examples, answers it
 
     @SETTINGS
     @given(answer=answers())
     def example(answer: tuple[str, list[Any] | None]) -> None:
         text, facts = answer
         record[0] += 1
-        before = store.last_index()
-        extractor = LlmExtractor(LlmSettings("openai/fuzz", "http://127.0.0.1:9/v1", mock_responses=(text,)),
+        current[0] = text
+        before, asked = store.last_index(), len(server.requests)
+        extractor = LlmExtractor(LlmSettings("openai/fuzz", server.base),
                                  verify=False)  # the answer under test is the extraction's
         receipts = list(Ingestor(store, extractor).run([Record(record[0], "a record the model read")]))
+        assert len(server.requests) > asked  # the answer came over the wire
         events = store.log(after=before)
         check_events(store, events, facts)
         check_receipts(receipts, events, facts)
 
-    example()
+    with chat_server(lambda request: current[0]) as server:
+        example()
 
 
 def allowed(item: Any) -> tuple[str, str] | None:

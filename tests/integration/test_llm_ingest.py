@@ -1,14 +1,15 @@
-"""The LLM extractor and annotator through the real litellm, fed exact answers with its ``mock_response``.
+"""The LLM extractor and annotator through the real litellm and a real OpenAI-compatible server on 127.0.0.1
+(tests/chat_server.py), which answers each scripted model its exact answers.
 
-No server is involved. Malformed answers included, every record ends as written facts, as a ``noop``
-event in the log with its reason, or (nothing to write) a receipt with a reason: 0 uncaught exceptions,
-0 silent drops.
+Malformed answers included, every record ends as written facts, as a ``noop`` event in the log with its
+reason, or (nothing to write) a receipt with a reason: 0 uncaught exceptions, 0 silent drops.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -19,10 +20,30 @@ from pmem.adapters.service.ingest import FAILURE_KEY, Ingestor, Record, make_ann
 from pmem.domain.errors import ExtractorNotConfigured
 from pmem.domain.extraction.annotate import EMPTY, CellSnapshot
 from pmem.domain.extraction.facts import Extraction, Fact
+from tests.chat_server import Answer, ChatServer, Failure, Script, chat_server
 
 
-def settings(*answers: str) -> LlmSettings:
-    return LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=answers)
+class Models:
+    """Scripted models on one real chat server: each :meth:`settings` names a model of its own."""
+
+    def __init__(self, server: ChatServer, script: Script) -> None:
+        self.server, self.script = server, script
+
+    def settings(self, *answers: Answer) -> LlmSettings:
+        """A fresh model that answers ``answers`` in turn (the last one again for any later call)."""
+        name = self.script.add(f"m-{len(self.script.answers) + 1}", *answers)
+        return LlmSettings(f"openai/{name}", self.server.base)
+
+    def sent(self, settings: LlmSettings) -> list[dict[str, Any]]:
+        """The requests that reached the server for ``settings``' model, as JSON on the wire."""
+        return [r for r in self.server.requests if f"openai/{r['model']}" == settings.model]
+
+
+@pytest.fixture
+def models() -> Iterator[Models]:
+    script = Script()
+    with chat_server(script) as server:
+        yield Models(server, script)
 
 
 def facts(*items: tuple[str, str, str]) -> str:
@@ -34,15 +55,15 @@ class PerRecord:
 
     name = "llm"
 
-    def __init__(self, answers: Sequence[Sequence[str]]) -> None:
+    def __init__(self, answers: Sequence[Sequence[Answer]], models: Models) -> None:
         # verify=False: these scripts are extraction answers only; the verification pass has its own tests
-        self.extractors = [LlmExtractor(settings(*a), verify=False) for a in answers]
+        self.extractors = [LlmExtractor(models.settings(*a), verify=False) for a in answers]
 
     def extract(self, text: str, record: int) -> Extraction:
         return self.extractors[record - 1].extract(text, record)
 
 
-MALFORMED: list[list[str]] = [
+MALFORMED: list[list[Answer]] = [
     [facts(("home city", "Porto", "asserted"))],
     ["```json\n" + facts(("5k pb", "25:50", "asserted")) + "\n```"],
     ["Sure {here}: " + facts(("5k pb", "24:59", "hedged")) + " {end}"],
@@ -50,7 +71,7 @@ MALFORMED: list[list[str]] = [
     [json.dumps({"facts": [{"key": "blob", "value": "x" * 1_000_000, "status": "asserted"}]})],
     [r'{"facts": [{"key": "folder", "value": "C:\docs", "status": "asserted", "invented": 1}]}'],
     ["not json at all", facts(("dog", "Rex", "asserted"))],  # recovered on the retry
-    ["litellm.RateLimitError"],  # the call itself fails every time
+    [Failure(429, "rate limited")],  # the call itself fails every time (HTTP 429: a RateLimitError)
     ['{"facts": []}'],
     [json.dumps({"facts": [{"key": "pb_27_12", "value": "27:12", "status": "asserted"}]})],
 ]
@@ -61,9 +82,10 @@ TEXTS = ["My home city is Porto.", "My 5K PB is 25:50.", "I think my 5K PB is 24
          "My PB is 27:12."]  # each record says what its scripted answer proposes (grounding keeps only that)
 
 
-def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Store) -> None:
+def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Store, models: Models) -> None:
     records = [Record(i, t) for i, t in enumerate(TEXTS, 1)]
-    receipts = list(Ingestor(store, PerRecord(MALFORMED)).run(records))
+    per_record = PerRecord(MALFORMED, models)
+    receipts = list(Ingestor(store, per_record).run(records))
     assert {r["record"] for r in receipts} == set(range(1, len(MALFORMED) + 1))  # every record answered
     for r in receipts:
         assert r["applied"] or r["reason"], r  # every unapplied receipt says why
@@ -79,29 +101,39 @@ def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Stor
     assert store.get("5k pb").status == "contested"  # the hedged 24:59 contests 25:50
     assert [r["reason"] for r in receipts if r["record"] == 9] == ["the model found no facts"]
     assert FAILURE_KEY not in {c.key for c in store.frontier()}
+    # on the wire: a parsed answer is asked for once (the blob is dropped after parsing), a truncated one
+    # 3 times, the prose one twice (recovered on the retry), a call that fails 3 times
+    asked = [len(models.sent(x.model.settings)) for x in per_record.extractors]
+    assert asked == [1, 1, 1, 3, 1, 1, 2, 3, 1, 1]
 
 
-def test_a_retry_feeds_back_and_stops_at_the_first_usable_answer() -> None:
-    x = LlmExtractor(settings("```json\n{\"facts\": [", facts(("city", "Porto", "asserted")), "never asked"),
-                     verify=False)
+def test_a_retry_feeds_back_and_stops_at_the_first_usable_answer(models: Models) -> None:
+    first = "```json\n{\"facts\": ["
+    x = LlmExtractor(models.settings(first, facts(("city", "Porto", "asserted")), "never asked"), verify=False)
     assert [f.value for f in x.extract("I live in Porto.", 1).facts] == ["Porto"]
     assert x.model.calls == 2
+    sent = models.sent(x.model.settings)
+    assert len(sent) == 2 and sent[1]["messages"][:2] == sent[0]["messages"]  # the same question, then
+    assert sent[1]["messages"][2] == {"role": "assistant", "content": first}  # its unusable answer and why
+    assert sent[1]["messages"][3]["role"] == "user"
+    assert sent[1]["messages"][3]["content"].startswith("That answer was unusable (")
+    assert all(r["response_format"]["type"] == "json_schema" for r in sent)  # JSON under the schema, each time
 
 
 def fact(value: str = "25:50", confidence: float = 0.9) -> Fact:
     return Fact("5k_pb", value, "asserted", "accept", confidence, 1, f"My 5K PB is {value}.", "llm")
 
 
-def test_the_llm_annotators_choice_is_validated_like_any_annotators() -> None:
-    contest_empty = LlmAnnotator(settings('{"op": "contest", "why": "unsure"}'))(fact(), EMPTY)
+def test_the_llm_annotators_choice_is_validated_like_any_annotators(models: Models) -> None:
+    contest_empty = LlmAnnotator(models.settings('{"op": "contest", "why": "unsure"}'))(fact(), EMPTY)
     assert contest_empty.op == "contest" and contest_empty.invalid == "contest needs a head: the cell is empty"
-    low = LlmAnnotator(settings('{"op": "accept", "why": "newer"}'))(fact("24:00", 0.4),
+    low = LlmAnnotator(models.settings('{"op": "accept", "why": "newer"}'))(fact("24:00", 0.4),
                                                                      CellSnapshot("25:50", "active"))
     assert low.op == "contest" and "lowered to contest" in low.why and low.valid
 
 
-def test_an_unusable_annotator_answer_falls_back_to_the_rules_and_says_so() -> None:
-    a = LlmAnnotator(settings('{"op": "delete"}', "nope", '{"op": "merge"}'))(fact("24:00"),
+def test_an_unusable_annotator_answer_falls_back_to_the_rules_and_says_so(models: Models) -> None:
+    a = LlmAnnotator(models.settings('{"op": "delete"}', "nope", '{"op": "merge"}'))(fact("24:00"),
                                                                                 CellSnapshot("25:50", "active"))
     assert a.op == "accept" and a.why.startswith("llm output unusable after 3 attempts") and "rule-based" in a.why
 
@@ -121,8 +153,8 @@ def test_a_bare_model_alias_with_an_api_base_means_an_openai_compatible_server()
     assert LlmSettings("gpt-4o-mini").model == "gpt-4o-mini"
 
 
-def test_the_key_judge_asks_the_model_only_what_the_rules_cannot_settle() -> None:
-    judge = LlmKeyJudge(settings('{"same": false, "why": "model says no"}'))
+def test_the_key_judge_asks_the_model_only_what_the_rules_cannot_settle(models: Models) -> None:
+    judge = LlmKeyJudge(models.settings('{"same": false, "why": "model says no"}'))
     # Identical after normalisation and synonyms (pb = personal best, 5k = 5 km): merged, model not asked.
     assert judge("5k_pb", "personal_best_over_5_km") == (True, "identical after normalisation and synonyms")
     # Different subjects never merge, whatever a model would say.
@@ -132,3 +164,4 @@ def test_the_key_judge_asks_the_model_only_what_the_rules_cannot_settle() -> Non
     assert not same and not why.startswith("llm:")
     # Anything else is the model's call.
     assert judge("commute_time", "commute_duration") == (False, "llm: model says no")
+    assert len(models.server.requests) == 1  # only that last pair reached the model

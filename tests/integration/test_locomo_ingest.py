@@ -17,6 +17,7 @@ from pmem.adapters.llm.extractor import LlmExtractor
 from pmem.adapters.service.ingest import FAILURE_KEY, TURN_KEY, Ingestor, make_extractor
 from pmem.adapters.sources.records import read_records
 from pmem.domain.errors import InvalidOperation
+from tests.chat_server import Script, chat_server
 from tests.conftest import ROOT
 
 # LoCoMo itself (CC BY-NC) stays outside the repository: this is the project's own invented dialogue in
@@ -94,10 +95,14 @@ def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accou
 def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_speakers(store: pmem.Store) -> None:
     answer = json.dumps({"facts": [{"key": "home_city", "value": "Porto", "status": "asserted"},
                                    {"key": "porto.country", "value": "Portugal", "status": "asserted"}]})
-    extractor = LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1", mock_responses=[answer]),
-                             verify=False)  # one scripted answer: no verification pass
-    (first, *_) = read_records(mini_bytes(), "locomo")
-    receipts = list(Ingestor(store, extractor).run([first]))
+    script = Script()
+    with chat_server(script) as server:  # a real OpenAI-compatible server on 127.0.0.1 giving that answer
+        extractor = LlmExtractor(LlmSettings(f"openai/{script.add('qwen', answer)}", server.base),
+                                 verify=False)  # one scripted answer: no verification pass
+        (first, *_) = read_records(mini_bytes(), "locomo")
+        receipts = list(Ingestor(store, extractor).run([first]))
+    (sent,) = server.requests  # one call, and it carried the turn's words
+    assert first.text and first.text in "\n".join(m["content"] for m in sent["messages"])
     assert [(r["key"], r["op"]) for r in receipts] == [(FAILURE_KEY, "noop"), ("ann.home_city", "accept")]
     assert receipts[0]["reason"] == ("dropped fact 2 (key 'porto.country'): ungrounded: the value's words are not in "
                                      "the record")  # nobody said Portugal
