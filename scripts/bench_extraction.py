@@ -19,7 +19,7 @@ P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
-        [--slots off|fallback|only] [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
+        [--slots both|off|fallback|only] [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
 
 ``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
 lines; ``--replay FILE`` (repeatable) answers every call from such files through litellm's ``mock_response``, so a
@@ -27,7 +27,8 @@ change to the grounding rules is re-scored in seconds without a model (the answe
 after a prompt change, record again). A call not in the file stops the run, naming it. Both together
 replay what the first file has and record the rest with the model: the verification pass over recorded
 extraction answers asks the model only its own questions. ``--no-verify`` measures the extractor without
-that pass.
+that pass; ``--slots`` chooses when the slot card is asked, by default as the extractor does (``both``: the
+free-form pass and the card on every turn; ``--slots off`` for the free-form pass alone).
 
 The gold facts (scripts/data, CC BY-NC 4.0 like LoCoMo itself) are the measure; no test runs this.
 """
@@ -52,13 +53,14 @@ sys.path.insert(0, str(ROOT))
 import pmem  # noqa: E402
 from pmem.adapters.llm import extractor as extractor_module  # noqa: E402
 from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
-from pmem.adapters.llm.extractor import SLOT_MODES, LlmExtractor  # noqa: E402
+from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
 from pmem.adapters.service.ingest import Ingestor  # noqa: E402
 from pmem.adapters.service.reader import TokenCounter  # noqa: E402
 from pmem.adapters.sources.locomo import locomo_records  # noqa: E402
 from pmem.adapters.sources.record import Record  # noqa: E402
 from pmem.domain.extraction.facts import Extraction, subject_slug  # noqa: E402
 from pmem.domain.extraction.grounding import Utterance, content, numbers  # noqa: E402
+from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE, SLOT_MODES  # noqa: E402
 from pmem.domain.extraction.template import DialogueTemplateExtractor  # noqa: E402
 from pmem.projections.reading import render_turn  # noqa: E402
 
@@ -269,9 +271,10 @@ def main() -> None:
                         "it go to the model); repeated, from all the files given")
     p.add_argument("--no-verify", dest="verify", action="store_false", help="no verification pass (the extractor's "
                                                                            "blind second question per fact)")
-    p.add_argument("--slots", choices=SLOT_MODES, default="off", help="ask the slot card: never (default), for "
-                                                                     "turns the first pass left without a fact, "
-                                                                     "or instead of the first pass")
+    p.add_argument("--slots", choices=SLOT_MODES, default=DEFAULT_SLOT_MODE,
+                   help=f"ask the slot card: as well as the first pass (both), for turns the first pass left "
+                        f"without a fact (fallback), instead of the first pass (only) or never (off); default: the "
+                        f"extractor's ({DEFAULT_SLOT_MODE})")
     args = p.parse_args()
     if args.record and args.record.resolve() in {r.resolve() for r in args.replay}:
         p.error("--record and --replay must be different files")

@@ -21,6 +21,7 @@ from pmem.adapters.entrypoints.cli_common import (
     read_input,
 )
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
+from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE, SLOT_MODES
 
 
 def _check_projection(args: Args) -> None:
@@ -90,10 +91,11 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="with --extractor llm: write grounded facts without the verification pass (a blind "
                         "second question to the model per fact; on by default)")
-    p.add_argument("--slots", default="off", choices=("off", "fallback", "only", "both"),
-                   help="with --extractor llm: also ask a fixed card of lasting-fact slots about the speaker, for "
-                        "records the free-form pass left without facts (fallback), instead of it (only) or as well "
-                        "as it (both)")
+    p.add_argument("--slots", default=DEFAULT_SLOT_MODE, choices=SLOT_MODES,
+                   help="with --extractor llm: also ask a fixed card of lasting-fact slots about the speaker: as "
+                        "well as the free-form pass, for every record (both, the default: about twice the model "
+                        "calls), only for records it left without facts (fallback), instead of it (only), or "
+                        "never (off: the free-form pass alone)")
     p.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     p.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
                    help="merge paraphrased keys into registered ones (auto: on for statement keys "

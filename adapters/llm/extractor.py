@@ -8,6 +8,9 @@ the log as a ``noop`` event.
 With ``verify`` (the default), each fact that passed grounding is asked about once more, blind
 (:mod:`domain.extraction.verification`): a fact the model's answer does not confirm is dropped, with the
 reason, like any other dropped candidate.
+``slots`` says when the slot card (:mod:`domain.extraction.slots`) is asked as well; by default (``both``)
+for every record after the free-form pass, its facts verified by each slot's own question, a value the
+free-form pass already wrote for the same person dropped as a repeat (docs/ingest.md#slots).
 The annotator's op is checked against the cell with the same validation as the rule-based one
 (:func:`domain.extraction.annotate.validate`), a low-confidence fact may not supersede, and an unusable
 answer falls back to the rule-based choice, saying so in the reason.
@@ -24,6 +27,7 @@ from pmem.domain.extraction.facts import Extraction, Fact
 from pmem.domain.extraction.grounding import Utterance, content, states_nothing
 from pmem.domain.extraction.key_identity import same_key, settled_without_judge
 from pmem.domain.extraction.llm_output import CLAIMS_SCHEMA, find_json_object, parse_grounded
+from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE, SLOT_MODES
 from pmem.domain.extraction.slots import SLOT_PROMPT, SLOT_SCHEMA, parse_slots
 from pmem.domain.extraction.verification import (
     MAX_ANSWER_TOKENS,
@@ -53,10 +57,6 @@ Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one 
 accept (new current value), contest (plausible but uncertain: keep both open), reject (the current value
 was wrong; this replaces it), revoke (the observation retracts the value), support (same as current)."""
 
-SLOT_MODES = ("off", "fallback", "only", "both")
-"""When the slot card is asked (docs/ingest.md#slots): never; for a record the free-form facts left without a
-fact; instead of the free-form facts; as well as them, for every record."""
-
 OPS = ("accept", "contest", "reject", "revoke", "support")
 ANNOTATION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -71,7 +71,7 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = "off") -> None:
+    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = DEFAULT_SLOT_MODE) -> None:
         if slots not in SLOT_MODES:
             raise ValueError(f"slots must be one of {', '.join(SLOT_MODES)}, got {slots!r}")
         self.model = JsonModel(settings)

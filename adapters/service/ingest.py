@@ -35,6 +35,7 @@ from pmem.domain.errors import ExtractorNotConfigured, InvalidOperation
 from pmem.domain.extraction.annotate import EMPTY, Annotation, CellSnapshot, annotate
 from pmem.domain.extraction.facts import Extraction, Fact, speaker_key
 from pmem.domain.extraction.grounding import Utterance
+from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE
 from pmem.domain.extraction.template import DialogueTemplateExtractor, TemplateExtractor
 from pmem.domain.operations import Evidence, Operation, parse_operation, recorded_noop, valid_observed_at
 from pmem.domain.views import Receipt
@@ -79,11 +80,11 @@ class Extractor(Protocol):
 
 
 def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines", verify: bool = True,
-                   slots: str = "off") -> Extractor:
+                   slots: str = DEFAULT_SLOT_MODE) -> Extractor:
     """The extractor called ``name`` for records of format ``fmt``; ``llm`` needs model settings (``--model``).
     The template extractor reads dialogue (``locomo``) with its statement form only; ``verify`` is the llm
     extractor's verification pass (docs/ingest.md#verification), ``slots`` when it asks the slot card
-    (docs/ingest.md#slots)."""
+    (docs/ingest.md#slots; by default with the free-form pass, for every record)."""
     if name == "template":
         return DialogueTemplateExtractor() if fmt == "locomo" else TemplateExtractor()
     if name == "llm":

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from pmem.domain.extraction.slots import SLOTS
+from tests.chat_server import chat_server
 from tests.conftest import ROOT
 from tests.e2e.test_cli import error, ok, pmem
 
@@ -89,6 +95,42 @@ def test_an_unreachable_model_server_leaves_a_recorded_noop_per_record(db: str, 
     logged = ok(db, "log")
     assert [e["event_index"] for e in logged] == [r["event_index"] for r in receipts]
     assert ok(db, "frontier") == []
+
+
+SAID = {"speaker_a": "Ada", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
+        "session_1": [{"speaker": "Ada", "dia_id": "D1:1", "text": "I work as a nurse at the city hospital."}]}
+"""A one-turn conversation in LoCoMo's shape, written for this test."""
+
+
+def model_answer(request: dict[str, Any]) -> str:
+    """The model, by the schema it is asked for: a job from the free-form pass, the same job and a place from
+    the card, and a blind answer that confirms the job and finds no place."""
+    name = request["response_format"]["json_schema"]["name"]
+    if name == "facts":
+        return json.dumps({"facts": [{"subject": "Ada", "attribute": "job", "value": "nurse at the city hospital",
+                                      "evidence": "a nurse"}]})
+    if name == "slots":
+        return json.dumps({**dict.fromkeys(SLOTS, ""), "job": "nurse at the city hospital", "places": "city hospital"})
+    asked = request["messages"][-1]["content"]
+    return '{"answer": "not stated"}' if "where does Ada" in asked else '{"answer": "a nurse at the city hospital"}'
+
+
+@pytest.mark.parametrize("slots, asked", [((), ["facts", "answer", "slots", "answer"]),
+                                          (("--slots", "off"), ["facts", "answer"])], ids=["default", "off"])
+def test_the_llm_route_asks_the_slot_card_as_well_by_default(db_path: Path, tmp_path: Path, slots: tuple[str, ...],
+                                                             asked: list[str]) -> None:
+    """SQLite-only: the model's side is what is tested. Through a real local chat server (tests/chat_server.py)."""
+    f = tmp_path / "one.json"
+    f.write_text(json.dumps([{"sample_id": "inv", "conversation": SAID}]))
+    with chat_server(model_answer) as server:
+        receipts = ok(db_path, "ingest", str(f), "--format", "locomo", "--extractor", "llm", "--model",
+                      "openai/qwen", "--api-base", server.base, *slots)
+    assert [r["response_format"]["json_schema"]["name"] for r in server.requests] == asked
+    assert [(r["key"], r["op"]) for r in receipts if r["applied"]] == [("ada.job", "accept")]  # written once
+    assert [r["reason"] for r in receipts if not r["applied"]] == ([
+        "dropped fact 'ada.job' = 'nurse at the city hospital': the first pass wrote the same value",
+        "dropped fact 'ada.places' = 'city hospital': not confirmed: asked blind, the model found no answer in "
+        "the record ('not stated')"] if not slots else [])
 
 
 def test_ingest_reads_a_locomo_file_one_receipt_per_turn_and_a_bad_one_is_one_line_naming_where(

@@ -56,8 +56,9 @@ class PerRecord:
     name = "llm"
 
     def __init__(self, answers: Sequence[Sequence[Answer]], models: Models) -> None:
-        # verify=False: these scripts are extraction answers only; the verification pass has its own tests
-        self.extractors = [LlmExtractor(models.settings(*a), verify=False) for a in answers]
+        # verify=False, slots="off": these scripts are free-form extraction answers only; the verification
+        # pass and the slot card have their own tests
+        self.extractors = [LlmExtractor(models.settings(*a), verify=False, slots="off") for a in answers]
 
     def extract(self, text: str, record: int) -> Extraction:
         return self.extractors[record - 1].extract(text, record)
@@ -109,7 +110,8 @@ def test_malformed_answers_give_no_exception_and_no_silent_drop(store: pmem.Stor
 
 def test_a_retry_feeds_back_and_stops_at_the_first_usable_answer(models: Models) -> None:
     first = "```json\n{\"facts\": ["
-    x = LlmExtractor(models.settings(first, facts(("city", "Porto", "asserted")), "never asked"), verify=False)
+    x = LlmExtractor(models.settings(first, facts(("city", "Porto", "asserted")), "never asked"), verify=False,
+                     slots="off")
     assert [f.value for f in x.extract("I live in Porto.", 1).facts] == ["Porto"]
     assert x.model.calls == 2
     sent = models.sent(x.model.settings)

@@ -21,7 +21,7 @@ def settings() -> LlmSettings:
 
 
 def test_the_local_model_extracts_a_value_independent_key_for_a_short_message() -> None:
-    x = LlmExtractor(settings()).extract("My home city is now Porto.", 1)
+    x = LlmExtractor(settings(), slots="off").extract("My home city is now Porto.", 1)  # the free-form pass's key
     assert not x.failed, x.reason
     assert any(f.value == "Porto" and "porto" not in f.key for f in x.facts)
 

@@ -98,7 +98,7 @@ def test_the_llm_extractor_reads_a_turn_and_its_first_person_key_becomes_the_spe
     script = Script()
     with chat_server(script) as server:  # a real OpenAI-compatible server on 127.0.0.1 giving that answer
         extractor = LlmExtractor(LlmSettings(f"openai/{script.add('qwen', answer)}", server.base),
-                                 verify=False)  # one scripted answer: no verification pass
+                                 verify=False, slots="off")  # one scripted answer: no verification, no slot card
         (first, *_) = read_records(mini_bytes(), "locomo")
         receipts = list(Ingestor(store, extractor).run([first]))
     (sent,) = server.requests  # one call, and it carried the turn's words

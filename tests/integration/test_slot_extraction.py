@@ -6,7 +6,8 @@ finds nothing in Iker's turn; with ``slots="fallback"`` the card is asked for th
 slots are verified by each slot's own question, and a slot the record does not say (``identity = male``) or
 the blind question does not confirm (``places = Herons``) is dropped with its reason. ``slots="only"`` asks
 the card for every turn instead, ``slots="both"`` as well (a value written twice for the same person is kept
-once), ``slots="off"`` never.
+once), ``slots="off"`` never. ``both`` is the default: an extractor built without a mode runs both passes on a
+turn, with the pass.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ CONVERSATION = {"sample_id": "inv", "conversation": {
     ]}}
 """Not LoCoMo text: written for this test."""
 
+ONE_TURN = {"sample_id": "inv", "conversation": {
+    "speaker_a": "Ada", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
+    "session_1": [{"speaker": "Ada", "dia_id": "D1:1",
+                   "text": "I work as a nurse at the city hospital and live with two cats, Miso and Tofu."}]}}
+"""One turn both passes find something in (not LoCoMo text either)."""
+
 
 def card(**values: str) -> str:
     return json.dumps({name: values.get(name, "") for name in SLOTS})
@@ -44,11 +51,15 @@ FACTS = {  # the first pass, by the record's words
     "I started a new job": json.dumps({"facts": [
         {"subject": "Nora", "attribute": "job", "value": "nurse at the city hospital", "evidence": "a nurse"}]}),
     "My cats are": '{"facts": []}',
+    "I work as a nurse": json.dumps({"facts": [
+        {"subject": "Ada", "attribute": "job", "value": "nurse at the city hospital", "evidence": "a nurse"}]}),
 }
 CARDS = {
     "I started a new job": card(job="nurse at the city hospital"),
     "My cats are": card(family="Miso and Tofu", activities="watch herons at the lake", places="Herons",
                         identity="male"),
+    "I work as a nurse": card(job="nurse at the city hospital", family="Miso and Tofu", places="city hospital",
+                              identity="female"),
 }
 ANSWERS = {  # the blind question -> the model's answer
     "what is Nora's job?": '{"answer": "a nurse at the city hospital"}',
@@ -56,6 +67,9 @@ ANSWERS = {  # the blind question -> the model's answer
     "who is in Iker's family, pets included?": '{"answer": "Miso and Tofu"}',
     "what does Iker do as a hobby or activity?": '{"answer": "watch herons at the lake every Sunday"}',
     "where does Iker live, come from or go?": '{"answer": "not stated"}',
+    "what is Ada's job?": '{"answer": "a nurse at the city hospital"}',
+    "who is in Ada's family, pets included?": '{"answer": "two cats, Miso and Tofu"}',
+    "where does Ada live, come from or go?": '{"answer": "not stated"}',
 }
 
 
@@ -132,6 +146,25 @@ def test_without_verification_a_grounded_slot_is_written_under_its_slot(store: p
     assert store.get("iker.identity").value is None
 
 
+def test_the_default_extractor_runs_both_passes_on_a_turn_and_says_what_it_dropped_and_why(
+        store: pmem.Store, scripted: Script) -> None:
+    extractor = LlmExtractor(LlmSettings("openai/qwen", scripted.base, attempts=2))  # no mode, no verify: defaults
+    receipts = list(Ingestor(store, extractor).run(read_records(json.dumps(ONE_TURN).encode(), "locomo")))
+    # one turn, both passes: the free-form facts, then the card; the pass asks the first pass's fact and each
+    # new card value once (the card's job repeats the first pass's value: not asked again)
+    assert scripted.calls == ["facts", "answer", "slots", "answer", "answer"]
+    assert {c.key: c.value for c in store.frontier()} == {
+        "ada.job": "nurse at the city hospital",  # the free-form pass's
+        "ada.family": "Miso and Tofu"}  # the card's
+    assert [e["op"] for e in store.log() if e["key"] == "ada.job"] == ["accept"]  # kept once
+    assert [(r["key"], r["op"]) for r in receipts if r["applied"]] == [("ada.job", "accept"), ("ada.family", "accept")]
+    assert [r["reason"] for r in receipts if r["key"] == FAILURE_KEY] == [
+        "dropped slot 'identity' = 'female': ungrounded: the value's words are not in the record",
+        "dropped fact 'ada.job' = 'nurse at the city hospital': the first pass wrote the same value",
+        "dropped fact 'ada.places' = 'city hospital': not confirmed: asked blind, the model found no answer in "
+        "the record ('not stated')"]
+
+
 def test_an_unknown_slot_mode_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="^slots must be one of off, fallback, only, both, got 'some'$"):
         LlmExtractor(LlmSettings("openai/qwen", "http://127.0.0.1:9/v1"), slots="some")
@@ -142,4 +175,6 @@ def test_the_ingest_command_passes_its_slot_mode_to_the_extractor() -> None:
 
     settings = LlmSettings("openai/qwen", "http://127.0.0.1:9/v1")
     assert make_extractor("llm", settings, "locomo", True, "both").slots == "both"  # type: ignore[attr-defined]
-    assert make_extractor("llm", settings, "locomo").slots == "off"  # type: ignore[attr-defined]
+    assert make_extractor("llm", settings, "locomo", True, "off").slots == "off"  # type: ignore[attr-defined]
+    assert make_extractor("llm", settings, "locomo").slots == "both"  # type: ignore[attr-defined]  # the default
+    assert LlmExtractor(settings).slots == "both"
