@@ -15,10 +15,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-import orjson
-
 from pmem.adapters.entrypoints.cli_commands import BY_NAME, COMMANDS
-from pmem.adapters.entrypoints.cli_common import Command, UsageError, check_index, embedder, progress, read_batch
+from pmem.adapters.entrypoints.cli_common import (
+    Command,
+    UsageError,
+    check_index,
+    embedder,
+    json_line,
+    progress,
+    read_batch,
+)
 from pmem.adapters.entrypoints.cli_parser import build_parser
 from pmem.domain.errors import InvalidOperation, PmemError
 from pmem.domain.operations import DEFAULT_NAMESPACE, checked_namespace
@@ -32,7 +38,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _fail(kind: str, detail: str, code: int) -> int:
     detail = detail.encode("utf-8", "backslashreplace").decode()  # a lone surrogate would stop orjson
-    sys.stderr.write(orjson.dumps({"error": kind, "detail": detail}).decode() + "\n")
+    sys.stderr.write(json_line({"error": kind, "detail": detail}).decode())
     return code
 
 

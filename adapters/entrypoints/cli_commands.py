@@ -10,8 +10,6 @@ import sys
 import tempfile
 from typing import Any
 
-import orjson
-
 from pmem.adapters.entrypoints import cli_jobs, graph_cli, mcp_cli, portability_cli, server_cli
 from pmem.adapters.entrypoints.cli_common import (
     Args,
@@ -21,6 +19,7 @@ from pmem.adapters.entrypoints.cli_common import (
     check_number,
     emit,
     emit_lines,
+    json_line,
     open_input,
     read_chunks,
 )
@@ -45,7 +44,7 @@ def _apply(args: Args, store: Any) -> None:
     rolls it back, and nothing but the error is printed)."""
     with args.input as lines, tempfile.TemporaryFile() as spool:
         def keep(receipts: list[Any]) -> None:
-            spool.write(b"".join([orjson.dumps(r.to_dict()) + b"\n" for r in receipts]))
+            spool.write(b"".join([json_line(r.to_dict()) for r in receipts]))
 
         store.apply_stream(read_chunks(lines, args.namespace, store.key_edition), keep)
         spool.seek(0)

@@ -39,8 +39,22 @@ class Command:
     subcommands: tuple[Command, ...] = ()
 
 
+# JSON lets U+0085, U+2028 and U+2029 stand raw inside a string, but str.splitlines() and many line
+# readers break lines at them: escaped, an output line stays one line whatever a key or value holds.
+_LINE_BREAKS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+
+
+def json_line(obj: Any) -> bytes:
+    """``obj`` as one line of JSON, with its newline."""
+    out = orjson.dumps(obj)
+    if b"\xc2\x85" in out or b"\xe2\x80\xa8" in out or b"\xe2\x80\xa9" in out:
+        for raw, escaped in _LINE_BREAKS:
+            out = out.replace(raw, escaped)
+    return out + b"\n"
+
+
 def emit(obj: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(obj) + b"\n")
+    sys.stdout.buffer.write(json_line(obj))
 
 
 EMIT_CHUNK = 16384
@@ -52,7 +66,7 @@ def emit_lines(objs: Iterable[Any], chunk: int = EMIT_CHUNK) -> None:
     # ``chunk`` lines at a time, so a million receipts are never one buffer.
     out, lines = sys.stdout.buffer, []
     for o in objs:
-        lines.append(orjson.dumps(o) + b"\n")
+        lines.append(json_line(o))
         if len(lines) == chunk:
             out.write(b"".join(lines))
             lines.clear()

@@ -18,9 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-import orjson
-
-from pmem.adapters.entrypoints.cli_common import Command, UsageError, check_number
+from pmem.adapters.entrypoints.cli_common import Command, UsageError, check_number, json_line
 from pmem.domain.errors import InvalidOperation
 
 Args = argparse.Namespace
@@ -42,7 +40,7 @@ def _next(args: Args, store: Any) -> None:
 
     g = store.graph(as_of=args.as_of, embed=True, system=args.system)
     previous = None if args.previous is None else _slug(args.previous)
-    _write(b"".join(orjson.dumps(p) + b"\n" for p in graph_view.proposals(g, args.k, previous)))
+    _write(b"".join(json_line(p) for p in graph_view.proposals(g, args.k, previous)))
 
 
 def _add_require(p: argparse.ArgumentParser) -> None:
@@ -51,7 +49,7 @@ def _add_require(p: argparse.ArgumentParser) -> None:
 
 
 def _require(args: Args, store: Any) -> None:
-    _write(orjson.dumps(store.declare_prerequisite(args.before_key, args.after_key).to_dict()) + b"\n")
+    _write(json_line(store.declare_prerequisite(args.before_key, args.after_key).to_dict()))
 
 
 def _add_check(p: argparse.ArgumentParser) -> None:
@@ -82,9 +80,9 @@ def _check(args: Args, store: Any) -> None:
                             "judge": judge_from_env()}  # None without PMEM_LLM_BASE: the rule
     if args.write:
         ev = {k: v for k, v in (("source", args.source), ("node_type", args.node_type)) if v is not None}
-        _write(orjson.dumps(checked_write(store, args.key, args.value, **opts, **ev)) + b"\n")
+        _write(json_line(checked_write(store, args.key, args.value, **opts, **ev)))
     else:
-        _write(orjson.dumps(precheck(store, args.key, args.value, **opts).to_dict()) + b"\n")
+        _write(json_line(precheck(store, args.key, args.value, **opts).to_dict()))
 
 
 def _add_export(p: argparse.ArgumentParser) -> None:
@@ -105,7 +103,7 @@ def _export(args: Args, store: Any) -> None:
     else:
         drawing = graph_view.entity_drawing(store.graph(as_of=args.as_of, embed=True, system=args.system))
     out = graph_view.export(drawing, args.fmt)
-    _write(orjson.dumps(out) + b"\n" if isinstance(out, dict) else out.encode())
+    _write(json_line(out) if isinstance(out, dict) else out.encode())
 
 
 def _pair(text: str) -> tuple[str, str]:

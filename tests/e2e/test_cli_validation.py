@@ -106,3 +106,13 @@ def test_db_memory_exits_2_instead_of_losing_the_write(tmp_path: Path) -> None:
 def test_unmerge_refuses_a_key_over_1_kib(db: Path) -> None:
     err = usage_error(pmem(db, "unmerge", "k" * 1025))
     assert err["detail"] == "'key' is over 1 KiB"
+
+
+@pytest.mark.parametrize("breaker", ["\x85", "\u2028"])
+def test_an_argument_or_value_holding_a_unicode_line_break_still_gives_one_line(db: Path, breaker: str) -> None:
+    err = usage_error(pmem(db, "apply", f"no{breaker}such.jsonl"))  # the error quotes the argument
+    assert f"no{breaker}such.jsonl" in err["detail"]
+    r = pmem(db, "apply", "-", stdin=json.dumps({"op": "accept", "key": "k", "value": f"a{breaker}b"}).encode())
+    assert r.returncode == 0, r.stderr
+    (line,) = r.stdout.decode().splitlines()  # the receipt is one line for every line reader
+    assert json.loads(line)["head"]["value"] == f"a{breaker}b"
