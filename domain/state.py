@@ -8,6 +8,7 @@ projection can track open intervals without re-deriving the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 ACTIVE, CONTESTED, ALTERNATIVE = "active", "contested", "alternative"
 SUPERSEDED, CONTRADICTED, REVOKED = "superseded", "contradicted", "revoked"
@@ -75,6 +76,25 @@ class CellState:
             if self.versions[vid].value == value:
                 return self.versions[vid]
         return None
+
+    # -- the compact form ----------------------------------------------------
+    def packed(self) -> tuple[Any, ...]:
+        """This state as nested tuples of plain values (a fifth of its objects' memory once marshalled):
+        what a streamed batch keeps of a cell between chunks (docs/decisions.md). :meth:`unpacked`
+        gives back an equal state."""
+        return (self.namespace, self.key, self.head_vid, tuple(self.alternative_vids), self.forgotten_at,
+                tuple((v.vid, v.value, v.status, v.created_at, v.trust, v.supersedes, v.alternative_of, v.support,
+                       tuple(v.evidence), tuple(v.sources), v.node_type) for v in self.versions))
+
+    @classmethod
+    def unpacked(cls, packed: tuple[Any, ...]) -> CellState:
+        namespace, key, head_vid, alternative_vids, forgotten_at, versions = packed
+        return cls(namespace, key,
+                   [Version(vid, value, status, created_at, trust, supersedes, alternative_of, support, list(evidence),
+                            list(sources), node_type)
+                    for vid, value, status, created_at, trust, supersedes, alternative_of, support, evidence, sources,
+                    node_type in versions],
+                   head_vid, list(alternative_vids), forgotten_at)
 
     # -- transitions ---------------------------------------------------------
     def note_node_type(self, vid: int | None, node_type: str | None) -> None:

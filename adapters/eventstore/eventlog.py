@@ -27,6 +27,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp_envelope
 from pmem.adapters.eventstore.mapper import OrjsonMapper
+from pmem.adapters.eventstore.packed import PackedCells
 from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, scrubbed, seal
 from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
@@ -37,15 +38,17 @@ from pmem.domain.keys import cell_id
 from pmem.domain.operations import Operation, check_operation
 from pmem.domain.state import CellState
 from pmem.domain.views import Head, Receipt
-from pmem.projections.replay import IndexedEvent, Timeline, fold
+from pmem.projections.replay import IndexedEvent, fold
 
 MAX_CACHED_CELLS = 200_000
 # A streamed batch keeps at most this many cells, and this many events' worth of their state (each
 # cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 0.6 KB
-# with its data key's bytes, an event about 0.4 KB of state (docs/decisions.md). A cell dropped and
-# touched again is read and folded again from the log, so the bounds trade memory for that work.
+# with its data key's bytes, an event about 0.4 KB of state (docs/decisions.md). Past either, the cells
+# are packed (see .packed), up to about STREAM_PACKED_BYTES; as they fill that room, the bounds on the cells
+# held shrink to a quarter, so the two together stay in about the same memory.
 STREAM_CACHED_CELLS = 49_152
 STREAM_CACHED_EVENTS = 196_608
+STREAM_PACKED_BYTES = 48 * 2**20
 _Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
 """The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
 _uncached_cell_id = cell_id.__wrapped__
@@ -67,6 +70,11 @@ class EventLog(Application[UUID]):
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
         self._held_events = 0  # the events folded into self._cells (their revisions' sum), kept as they change
         self.stream_cached_events = STREAM_CACHED_EVENTS  # the events a streamed batch holds between chunks
+        # a streamed batch's cells past that bound, and its resent operations' cells folded (for their
+        # receipts), packed: valid only inside the batch (it holds the write lock)
+        self._packed = PackedCells(STREAM_PACKED_BYTES)
+        self._folds = PackedCells(STREAM_PACKED_BYTES)
+        self._stream_folds: PackedCells | None = None  # self._folds while a streamed batch runs
         self.sealing = True  # False: write plaintext events (only the benchmark's baseline does)
         with self.backend.setting_up():
             try:
@@ -120,6 +128,7 @@ class EventLog(Application[UUID]):
         try:
             with self.recorder.batch():
                 self._drop_cells()  # read afresh under the lock: a cached cell may be stale
+                self._stream_folds = self._folds
                 chunk: Sequence[Operation] | None = first_chunk
                 while chunk is not None:
                     ops = chunk if isinstance(chunk, (list, tuple)) else list(chunk)
@@ -136,23 +145,37 @@ class EventLog(Application[UUID]):
                 raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
             raise
         finally:
+            self._stream_folds = None
+            self._drop_packed()
             if paused:
                 gc.enable()
         return count
 
     def _bound_stream_cache(self) -> None:
         """Between a streamed batch's chunks: past :data:`STREAM_CACHED_CELLS` cells or
-        :attr:`stream_cached_events` events held in them, drop the cells and their data keys, so
-        memory stays a chunk's, not the batch's (a cell touched again is read again, in the
-        transaction)."""
-        if len(self._cells) > STREAM_CACHED_CELLS or self._held_events > self.stream_cached_events:
+        :attr:`stream_cached_events` events held in them (bounds that shrink to a quarter as the packed
+        cells fill their room), pack the cells and drop their data keys, so memory stays bounded, not
+        the batch's. A packed cell touched again is unpacked; one dropped from the packed cells is read
+        again from the log, in the transaction."""
+        room = 1 - 0.75 * self._packed.fullness() if self._packed.limit > 0 else 1
+        if len(self._cells) > STREAM_CACHED_CELLS * room or self._held_events > self.stream_cached_events * room:
             self.keys.drop(h for _, h in self._cells.values())
-            self._drop_cells()
+            while self._cells:  # each cell's objects freed as it is packed: the two never all coexist
+                k, (cell, hexid) = self._cells.popitem()
+                self._packed.put(k, (hexid, cell.version, cell.state.packed()))
+            self._held_events = 0
+            self._packed.bound()
             gc.collect()
+        self._folds.bound()
 
     def _drop_cells(self) -> None:
         self._cells.clear()
         self._held_events = 0
+        self._drop_packed()
+
+    def _drop_packed(self) -> None:
+        self._packed.clear()
+        self._folds.clear()
 
     def _hold(self, cells: dict[tuple[str, str], tuple[MemoryCell, str]], events: int) -> None:
         """Keep ``cells``, which add ``events`` to the events held (those of the cells not held before,
@@ -160,6 +183,18 @@ class EventLog(Application[UUID]):
         chunk cost time in proportion to the cells held."""
         self._held_events += events
         self._cells.update(cells)
+
+    def _unpack(self, keys: set[tuple[str, str]], into: dict[tuple[str, str], tuple[MemoryCell, str]]) -> None:
+        """Move the packed cells among ``keys`` into ``into``, unpacked."""
+        now = datetime.now(UTC)
+        for k in keys:
+            packed = self._packed.take(k) if k not in into else None
+            if packed is not None:
+                hexid, version, state = packed
+                cell: Any = MemoryCell.shell(UUID(hexid), k[0], k[1], now)
+                cell.state = CellState.unpacked(state)
+                cell.version = version
+                into[k] = (cell, hexid)
 
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
@@ -223,7 +258,7 @@ class EventLog(Application[UUID]):
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
         self._hold(cells, read + count[0])
-        earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"])
+        earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"], self._stream_folds)
         receipts: list[Receipt] = []
         position = 0
         for outcome in outcomes:
@@ -267,6 +302,8 @@ class EventLog(Application[UUID]):
         if len(self._cells) > MAX_CACHED_CELLS:
             self._drop_cells()
         cells = {k: self._cells[k] for k in keys if k in self._cells}
+        if self._packed:
+            self._unpack(keys, cells)
         # Not cell_id's process-wide cache: a cell read here is held in self._cells, which is the
         # write path's cache; the shared one would only grow with the batch's cells (330 B each).
         missing = {_uncached_cell_id(*k): k for k in keys if k not in cells}
@@ -386,20 +423,37 @@ class EventLog(Application[UUID]):
         return Receipt(index, event.namespace, event.key, event.OP, event.requested, event.applied,
                        event.reason, None if h is None else Head(h.value, h.status), event.op_id)
 
-    def receipts_at(self, indices: Sequence[int]) -> dict[int, Receipt]:
+    def receipts_at(self, indices: Sequence[int], folds: PackedCells | None = None) -> dict[int, Receipt]:
         """:meth:`receipt_at` of many events at once (a resent batch): each cell they belong to is read
-        and folded once, a few thousand cells at a time."""
+        and folded once, a few thousand cells at a time. Given ``folds`` (a streamed batch's, under its
+        write lock), each cell's fold is kept there, and a later call for the same cell goes on from
+        where it stopped instead of folding the cell again from its first event."""
         wanted = set(indices)
-        by_cell: dict[str, int] = {}
+        last: dict[str, int] = {}
+        first: dict[str, int] = {}
         for index, hexid in self._read(self.recorder.cells_at, sorted(wanted)):
-            by_cell[hexid] = max(index, by_cell.get(hexid, 0))
+            last[hexid] = max(index, last.get(hexid, 0))
+            first[hexid] = min(index, first.get(hexid, index))
         out: dict[int, Receipt] = {}
-        cells = sorted(by_cell)
+        cells = sorted(last)
         for start in range(0, len(cells), RECEIPT_CELLS):
-            chunk = [UUID(h) for h in cells[start:start + RECEIPT_CELLS]]
-            upto = max(by_cell[c.hex] for c in chunk)
-            for events in self.cell_events(chunk, upto=upto).values():
-                _receipts_of(events, wanted, out)
+            chunk = cells[start:start + RECEIPT_CELLS]
+            upto = max(last[h] for h in chunk)
+            # (index, revision, packed state) of each cell's kept fold that stopped before its first wanted event
+            kept = {h: f for h in chunk if folds is not None and (f := folds.take(h)) is not None and f[0] < first[h]}
+            if folds is None:
+                found = self._read(self.recorder.select_cells, [UUID(h) for h in chunk], upto)
+            else:
+                found = self._read(self.recorder.select_cells_after, [(h, kept[h][1] if h in kept else 0)
+                                                                      for h in chunk], upto)
+            self.keys.refresh(found)
+            for hexid in chunk:
+                done, revision, state = (kept[hexid][0], kept[hexid][1], CellState.unpacked(kept[hexid][2])
+                                         ) if hexid in kept else (0, 0, None)
+                done, revision, state = _fold_receipts(hexid, found.get(hexid, []), done, revision, state,
+                                                       self.keys, wanted, out)
+                if folds is not None and state is not None:
+                    folds.put(hexid, (done, revision, state.packed()))
         return out
 
     def _read(self, fn: Any, *args: Any) -> Any:
@@ -419,18 +473,26 @@ def _check_all(ops: Sequence[Operation], before: int) -> None:
             raise InvalidBatch(str(e), line=n, field=e.field) from None
 
 
-def _receipts_of(events: list[IndexedEvent], wanted: set[int], out: dict[int, Receipt]) -> None:
-    """Fold one cell's ``events`` and put into ``out`` the receipt of each whose index is ``wanted``
-    (the head is the cell's right after that event, as :meth:`EventLog.receipt_at` folds it)."""
-    timeline: Timeline | None = None
-    for index, event in events:
-        if timeline is None:
-            timeline = Timeline(CellState(event.namespace, event.key))
-        timeline.apply(index, event)
+def _fold_receipts(hexid: str, rows: list[tuple[Any, ...]], done: int, revision: int, state: CellState | None,
+                   keys: Any, wanted: set[int], out: dict[int, Receipt]) -> tuple[int, int, CellState | None]:
+    """Fold one cell's stored ``rows`` after event index ``done`` (cell revision ``revision``) into
+    ``state`` (None: from its first event) and put into ``out`` the receipt of each event whose index
+    is ``wanted`` (the head is the cell's right after that event, as :meth:`EventLog.receipt_at` folds
+    it). Returns the index and revision where the fold stopped, and the state there."""
+    cid = UUID(hexid)
+    for index, _, version, topic, stored in rows:
+        if index <= done:
+            continue
+        event = _decoded(index, topic, stored, cid, version, keys)
+        if state is None:
+            state = CellState(event.namespace, event.key)
+        event.apply_to(state)
+        done, revision = index, version
         if index in wanted:
-            h = timeline.state.head
+            h = state.head
             out[index] = Receipt(index, event.namespace, event.key, event.OP, event.requested, event.applied,
                                  event.reason, None if h is None else Head(h.value, h.status), event.op_id)
+    return done, revision, state
 
 
 def _decoded(index: int, topic: str, state: bytes, cid: UUID, version: int, keys: Any) -> Any:

@@ -177,6 +177,23 @@ class PmemPgRecorder(PostgresApplicationRecorder):
                 out.setdefault(row[1], []).append(row)
         return out
 
+    def select_cells_after(self, cells: Sequence[tuple[str, int]], upto: int) -> dict[str, list[tuple[Any, ...]]]:
+        """As :meth:`select_cells`, but of each ``(cell id hex, revision)`` only the rows after that
+        revision (and with index ``<= upto``)."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        if not cells:
+            return out
+        sql = SQL("SELECT e.notification_id, " + _HEX.replace("originator_id", "e.originator_id") +
+                  ", e.originator_version, e.topic, e.state FROM {} e "
+                  "JOIN unnest(%s::uuid[], %s::bigint[]) AS w(id, v) "
+                  "ON e.originator_id = w.id AND e.originator_version > w.v "
+                  "WHERE e.notification_id <= %s ORDER BY e.originator_id, e.originator_version").format(self.table)
+        with self._cursor(commit=False) as c:
+            c.execute(sql, [[h for h, _ in cells], [v for _, v in cells], upto])
+            for row in c.fetchall():
+                out.setdefault(row[1], []).append(row)
+        return out
+
     def select_rows(self, start: int, stop: int | None, limit: int) -> list[tuple[Any, ...]]:
         """Rows ``(index, originator_id_hex, version, topic, state)`` with ``start <= index <= stop``."""
         sql = SQL("SELECT notification_id, " + _HEX + ", originator_version, topic, state FROM {} "

@@ -218,6 +218,22 @@ class PmemRecorder(SQLiteApplicationRecorder):
                     out.setdefault(row[1], []).append(row)
         return out
 
+    def select_cells_after(self, cells: Sequence[tuple[str, int]], upto: int) -> dict[str, list[tuple[Any, ...]]]:
+        """As :meth:`select_cells`, but of each ``(cell id hex, revision)`` only the rows after that
+        revision (and with index ``<= upto``): a fold that goes on from where it stopped reads only those."""
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        with self._tx(commit=False) as c:
+            for start in range(0, len(cells), _CHUNK):
+                chunk = cells[start:start + _CHUNK]
+                c.execute(f"WITH w(id, v) AS (VALUES {','.join(['(?,?)'] * len(chunk))}) "
+                          f"SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state FROM w "
+                          f"JOIN {self.events_table_name} e ON e.originator_id = w.id AND e.originator_version > w.v "
+                          "WHERE e.rowid <= ? ORDER BY e.originator_id, e.originator_version",
+                          [x for pair in chunk for x in pair] + [upto])
+                for row in c.fetchall():
+                    out.setdefault(row[1], []).append(row)
+        return out
+
     def select_rows(self, start: int, stop: int | None, limit: int) -> list[tuple[Any, ...]]:
         """Rows ``(rowid, originator_id_hex, version, topic, state)`` with ``start <= rowid <= stop``."""
         sql = (f"SELECT rowid, originator_id, originator_version, topic, state FROM {self.events_table_name} "

@@ -103,3 +103,85 @@ def test_a_streamed_batch_writes_through_a_small_page_cache_and_then_restores_it
         assert during == [-sqlite_log.STREAM_CACHE_KIB]  # a batch of any size: memory bounded by a chunk
         assert cache_size() == -sqlite_log.CACHE_KIB  # reads keep the large one
         assert store.get("k3").value == "v3"
+
+
+def _mixed(start: int, n: int) -> list[Operation]:
+    """Every kind of operation over 40 keys, so packed cells carry alternatives, support and rollbacks."""
+    kinds = ("accept", "contest", "support", "accept", "reject", "revoke", "contest", "resolve")
+    ops = []
+    for i in range(start, start + n):
+        kind = kinds[(i // 40) % len(kinds)]
+        value = None if kind == "revoke" else f"v{i % 3}"
+        ops.append(Operation(kind, "default", f"m{i % 40}", value, Evidence(trust=30 + i % 50, source=f"s{i % 4}")))
+    return ops
+
+
+@pytest.mark.parametrize("packed_bytes", [1 << 30, 6_000])  # all cells kept packed; or most evicted again
+def test_cells_packed_between_chunks_decide_as_cells_held_or_read_again(store: pmem.Store, backend: Backend,
+                                                                          packed_bytes: int) -> None:
+    chunks = [_mixed(n * 80, 80) for n in range(12)]
+    with pmem.open(backend.new_url()) as one:
+        expected = [r.to_dict() for r in one.apply([op for c in chunks for op in c])]
+        expected_log = [{k: v for k, v in e.items() if k != "recorded_at"} for e in one.log()]
+        expected_cells = {c.key: (c.value, c.status, c.alternatives) for c in one.frontier()}
+    log = store.log_store
+    log.stream_cached_events = 60  # past 60 events held, the cells are packed (or read again) between chunks
+    log._packed.limit = packed_bytes
+    packed_seen: list[int] = []  # the cells packed after each chunk
+    bound = log._bound_stream_cache
+
+    def bound_and_count() -> None:
+        bound()
+        packed_seen.append(len(log._packed))
+
+    log._bound_stream_cache = bound_and_count  # type: ignore[method-assign]
+    got: list[pmem.Receipt] = []
+    store.apply_stream(iter(chunks), got.extend)
+    assert [r.to_dict() for r in got] == expected
+    assert [{k: v for k, v in e.items() if k != "recorded_at"} for e in store.log()] == expected_log
+    assert {c.key: (c.value, c.status, c.alternatives) for c in store.frontier()} == expected_cells
+    if packed_bytes > 1 << 20:
+        assert packed_seen == [40] * len(chunks)  # every cell packed, then unpacked by the next chunk
+    else:
+        assert 0 < max(packed_seen) < 40  # the bound evicted some: those were read again from the log
+    assert not log._packed and log._packed.size == 0  # packed cells live only inside their batch
+
+
+def test_a_rolled_back_batch_leaves_nothing_packed(store: pmem.Store) -> None:
+    log = store.log_store
+    log.stream_cached_events = 10
+
+    def chunks() -> Iterator[list[Operation]]:
+        yield _mixed(0, 80)
+        yield _mixed(80, 80)
+        assert log._packed  # the first chunk's cells were packed at the bound
+        raise InvalidBatch("missing 'value'", line=161, field="value")
+
+    with pytest.raises(InvalidBatch):
+        store.apply_stream(chunks(), lambda _: None)
+    assert not log._packed and not log._cells and log._packed.size == 0
+    assert store.last_index() == 0
+
+
+def test_a_streamed_resend_gives_each_operation_its_first_receipt_whatever_the_chunk_order(store: pmem.Store) -> None:
+    chunks = [[op._replace(evidence=op.evidence._replace(op_id=f"r{n}-{i}")) for i, op in enumerate(_mixed(n * 80, 80))]
+              for n in range(6)]
+    first: list[pmem.Receipt] = []
+    store.apply_stream(iter(chunks), first.extend)
+    log = store.log_store
+    folds_seen: list[int] = []
+    bound = log._bound_stream_cache
+
+    def bound_and_count() -> None:
+        bound()
+        folds_seen.append(len(log._folds))
+
+    log._bound_stream_cache = bound_and_count  # type: ignore[method-assign]
+    for order in (chunks, chunks[::-1], [chunks[2], chunks[0], chunks[2], chunks[5]]):
+        again: list[pmem.Receipt] = []
+        store.apply_stream(iter(order), again.extend)
+        by_op_id = {r.op_id: r for r in first}
+        assert again == [by_op_id[op.evidence.op_id]._replace(duplicate=True) for c in order for op in c]
+    assert store.last_index() == len(first)  # a resend appends nothing
+    assert max(folds_seen) == 40  # every cell's fold was kept between chunks (and used, or begun again)
+    assert len(log._folds) == 0  # and only inside its batch
