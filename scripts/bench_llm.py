@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from pmem.adapters.llm.client import LlmSettings, _litellm  # noqa: E402
 from pmem.adapters.llm.extractor import LlmExtractor  # noqa: E402
+from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE, SLOT_MODES  # noqa: E402
 from pmem.domain.extraction.template import TemplateExtractor  # noqa: E402
 
 RECORDS = [
@@ -42,6 +43,10 @@ def main() -> None:
     p.add_argument("--model", default=os.environ.get("PMEM_LLM_MODEL", "openai/qwen"))
     p.add_argument("--records", type=int, default=4, help=f"how many of the {len(RECORDS)} records to send")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
+    p.add_argument("--slots", choices=SLOT_MODES, default=DEFAULT_SLOT_MODE,
+                   help=f"when the slot card is asked (default {DEFAULT_SLOT_MODE}, as ingest)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="skip the verification pass (one blind question per fact)")
     a = p.parse_args()
     if not a.base:
         raise SystemExit("bench_llm: give --base or set PMEM_LLM_BASE (scripts/local-llm.sh serves one)")
@@ -55,7 +60,7 @@ def main() -> None:
             template.extract(text, i)
     template_s = (time.perf_counter() - started) / (1000 * len(records))
 
-    extractor = LlmExtractor(LlmSettings(a.model, a.base, timeout_s=a.timeout))
+    extractor = LlmExtractor(LlmSettings(a.model, a.base, timeout_s=a.timeout), verify=a.verify, slots=a.slots)
     per_record, per_call = [], []
     print(f"{'seconds':>8} {'calls':>5}  facts or reason  <- record")
     for i, text in enumerate(records, 1):
@@ -69,7 +74,7 @@ def main() -> None:
         got = [(f.key, f.value, f.status) for f in x.facts] if not x.failed else f"FAILED: {x.reason}"
         print(f"{seconds:8.1f} {n:5d}  {got}  <- {text!r}")
     med = statistics.median(per_record)
-    print(f"\nllm extractor ({a.model} at {a.base}): median {med:.1f} s per record "
+    print(f"\nllm extractor ({a.model} at {a.base}, slots {a.slots}, verify {a.verify}): median {med:.1f} s per record "
           f"(min {min(per_record):.1f}, max {max(per_record):.1f}), median {statistics.median(per_call):.1f} s "
           f"per model call, over {len(records)} records")
     print(f"template extractor, same records, same process: {template_s * 1e6:.1f} us per record "

@@ -135,8 +135,10 @@ class LlmExtractor:
 
 
 def same_fact(fact: Fact) -> tuple[str, frozenset[str]]:
-    """A fact's person and its value's content words: the same for one fact said twice, under any attribute."""
-    return fact.key.partition(".")[0], frozenset(content(fact.value))
+    """A fact's person and its value's content words: the same for one fact said twice, under any attribute.
+    A key without a person (a record nobody is named as saying: the user's own note) is about the user."""
+    person, dot, _ = fact.key.partition(".")
+    return person if dot else "", frozenset(content(fact.value))
 
 
 def without_repeats(second: Extraction, first: Extraction) -> Extraction:

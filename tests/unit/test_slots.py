@@ -75,3 +75,24 @@ def test_a_value_given_under_two_slots_is_kept_under_the_first() -> None:
     x = parse_slots(card(activities="nurse at the city hospital", events="a nurse at the city hospital"), 1, TEXT, NORA)
     assert [f.key for f in x.facts] == ["nora.activities"]
     assert x.dropped == ("slot 'events' = 'a nurse at the city hospital': the same value as slot 'activities'",)
+
+
+@pytest.mark.parametrize(("first_key", "card_key", "repeated"), [
+    ("home_city", "places", True),  # a user's own note: both keys are about the user
+    ("andrew.job", "andrew.places", True),
+    ("andrew.job", "audrey.places", False),  # another person's fact is not a repeat
+    ("home_city", "audrey.places", False),
+])
+def test_the_card_does_not_write_again_a_value_the_first_pass_wrote_for_the_same_person(
+        first_key: str, card_key: str, repeated: bool) -> None:
+    from pmem.adapters.llm.extractor import without_repeats
+    from pmem.domain.extraction.facts import Extraction
+
+    def fact(key: str) -> Fact:
+        return Fact(key, "Porto", "asserted", "accept", 1.0, 1, "My home city is now Porto.", "llm")
+
+    first = Extraction(1, "My home city is now Porto.", facts=(fact(first_key),))
+    card = Extraction(1, "My home city is now Porto.", facts=(fact(card_key),))
+    got = without_repeats(card, first)
+    assert (got.facts == ()) is repeated
+    assert got.dropped == ((f"fact {card_key!r} = 'Porto': the first pass wrote the same value",) if repeated else ())
