@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -116,6 +116,16 @@ def _mixed(start: int, n: int) -> list[Operation]:
     return ops
 
 
+def _observed(chunks: list[list[Operation]], look: Callable[[], None]) -> Iterator[list[Operation]]:
+    """The chunks, calling ``look`` after each has been recorded (the stream asks for the next chunk, or
+    for the end, only once the one before is written and its cells bounded)."""
+    for n, chunk in enumerate(chunks):
+        if n:
+            look()
+        yield chunk
+    look()
+
+
 @pytest.mark.parametrize("packed_bytes", [1 << 30, 6_000])  # all cells kept packed; or most evicted again
 def test_cells_packed_between_chunks_decide_as_cells_held_or_read_again(store: pmem.Store, backend: Backend,
                                                                           packed_bytes: int) -> None:
@@ -128,15 +138,8 @@ def test_cells_packed_between_chunks_decide_as_cells_held_or_read_again(store: p
     log.stream_cached_events = 60  # past 60 events held, the cells are packed (or read again) between chunks
     log._packed.limit = packed_bytes
     packed_seen: list[int] = []  # the cells packed after each chunk
-    bound = log._bound_stream_cache
-
-    def bound_and_count() -> None:
-        bound()
-        packed_seen.append(len(log._packed))
-
-    log._bound_stream_cache = bound_and_count  # type: ignore[method-assign]
     got: list[pmem.Receipt] = []
-    store.apply_stream(iter(chunks), got.extend)
+    store.apply_stream(_observed(chunks, lambda: packed_seen.append(len(log._packed))), got.extend)
     assert [r.to_dict() for r in got] == expected
     assert [{k: v for k, v in e.items() if k != "recorded_at"} for e in store.log()] == expected_log
     assert {c.key: (c.value, c.status, c.alternatives) for c in store.frontier()} == expected_cells
@@ -169,17 +172,10 @@ def test_a_streamed_resend_gives_each_operation_its_first_receipt_whatever_the_c
     first: list[pmem.Receipt] = []
     store.apply_stream(iter(chunks), first.extend)
     log = store.log_store
-    folds_seen: list[int] = []
-    bound = log._bound_stream_cache
-
-    def bound_and_count() -> None:
-        bound()
-        folds_seen.append(len(log._folds))
-
-    log._bound_stream_cache = bound_and_count  # type: ignore[method-assign]
+    folds_seen: list[int] = []  # the cells whose fold was kept, after each chunk
     for order in (chunks, chunks[::-1], [chunks[2], chunks[0], chunks[2], chunks[5]]):
         again: list[pmem.Receipt] = []
-        store.apply_stream(iter(order), again.extend)
+        store.apply_stream(_observed(order, lambda: folds_seen.append(len(log._folds))), again.extend)
         by_op_id = {r.op_id: r for r in first}
         assert again == [by_op_id[op.evidence.op_id]._replace(duplicate=True) for c in order for op in c]
     assert store.last_index() == len(first)  # a resend appends nothing
