@@ -174,7 +174,8 @@ def test_a_wrong_token_says_so_and_asks_again(page: Any, server: str) -> None:
     page.goto(f"{server}/ui/cell/budget")
     page.fill("#token", "pmem_0123456789ab_wrong")
     page.press("#token", "Enter")
-    page.wait_for_selector("#notice.error")
+    # The first prompt is already an error notice; wait for the answer to the token itself.
+    page.wait_for_selector("#notice.error:has-text('refused this token')")
     notice = page.inner_text("#notice")
     assert "refused this token" in notice and "unauthorized" in notice
     assert page.locator("#token").is_visible()  # not a blank page: the form is there to try again
