@@ -2,7 +2,8 @@
 
 Four processes send the same 300 operations, each in its own order. Every op_id must land exactly
 once; every process's receipt for it names the same event; exactly one of them is the original and
-the others are marked duplicates; and the log replays to what the receipts said.
+the others are marked duplicates; and the log replays to what the receipts said. A run in which one
+process got to every op first proves nothing about the race, so it is tried again (up to three times).
 """
 
 from __future__ import annotations
@@ -20,10 +21,23 @@ from tests.reliability.conftest import REPO, WORKERS, child_env, integrity_check
 PROCESSES = 4
 COUNT = 300
 TIMEOUT_S = 300
+ATTEMPTS = 3  # SQLite's busy handler is not fair: on a loaded machine one process can win every race
 
 
 def test_an_op_id_sent_by_several_processes_at_once_is_recorded_exactly_once(backend: str, tmp_path: Path) -> None:
-    db = new_store_url(backend, tmp_path)
+    winners: set[int] = set()
+    for attempt in range(ATTEMPTS):  # every attempt must be correct; one must have raced
+        winners = send_from_every_process(new_store_url(backend, tmp_path, f"mem{attempt}"), tmp_path / str(attempt))
+        if len(winners) > 1:
+            return
+    raise AssertionError(f"in {ATTEMPTS} attempts only process {winners} ever got there first: "
+                         "the processes did not race")
+
+
+def send_from_every_process(db: str, tmp_path: Path) -> set[int]:
+    """Every process sends the same operations; check the log and the receipts, and return which
+    processes wrote at least one op first."""
+    tmp_path.mkdir()
     outs = [tmp_path / f"resend-{p}.jsonl" for p in range(PROCESSES)]
     procs = [subprocess.Popen([sys.executable, str(WORKERS), "resend", db, str(COUNT), str(p + 1), str(outs[p])],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -60,4 +74,4 @@ def test_an_op_id_sent_by_several_processes_at_once_is_recorded_exactly_once(bac
         assert len({(r["op"], r["applied"], json.dumps(r["head"])) for r in rs}) == 1, (op_id, rs)
     winners = {p for p, out in enumerate(outs) for line in out.read_text().splitlines()
                if not json.loads(line)["receipt"]["duplicate"]}
-    assert len(winners) > 1, f"only process {winners} ever got there first: the processes did not race"
+    return winners
