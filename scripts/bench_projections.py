@@ -64,9 +64,10 @@ sys.path.insert(0, str(ROOT))
 import pmem  # noqa: E402
 from pmem.adapters.embedders.hashing_embedder import HashingEmbedder  # noqa: E402
 from pmem.adapters.eventstore import codec  # noqa: E402
+from pmem.adapters.eventstore.gc_pause import no_gc  # noqa: E402
 from pmem.adapters.eventstore.sealing import Keyring  # noqa: E402
 from pmem.adapters.eventstore.stored_log import range_keys, range_rows, select_keys  # noqa: E402
-from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_rows, no_gc  # noqa: E402
+from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_rows  # noqa: E402
 from pmem.adapters.search.vector_search import top_cells  # noqa: E402
 
 BATCH = 20_000

@@ -5,7 +5,6 @@ settings read from the common options and the reading of a batch of operations. 
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -156,15 +155,12 @@ def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> l
     """Parse and validate JSON lines, keys by ``key_edition``; any bad line raises :class:`InvalidBatch`
     naming it. Each line is decoded by type first (:mod:`pmem.domain.op_decoding`); a line that decoding
     cannot vouch for is parsed the precise way, for its result or its error."""
+    from pmem.adapters.eventstore.gc_pause import no_gc
     from pmem.domain.op_decoding import decode_line
     from pmem.domain.operations import Operation
 
     ops: list[Operation] = []
-    # Hundreds of thousands of long-lived tuples would make the cyclic GC rescan them again and again
-    # (the event log pauses it for the same reason); nothing here makes reference cycles.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():  # hundreds of thousands of long-lived operations, no reference cycles
         for n, raw in enumerate(data.split(b"\n"), 1):
             op = decode_line(raw, namespace, key_edition)
             if op is None:
@@ -172,9 +168,6 @@ def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> l
                     continue  # blank lines (and the final newline) carry nothing
                 op = parse_line(raw, n, namespace, key_edition)
             ops.append(op)
-    finally:
-        if paused:
-            gc.enable()
     return ops
 
 

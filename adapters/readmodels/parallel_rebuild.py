@@ -31,7 +31,6 @@ process writing into the store; what it leaves, its shadow tables, the next rebu
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 import sqlite3
@@ -48,6 +47,7 @@ from typing import Any
 import orjson
 
 from pmem.adapters.eventstore import codec
+from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.eventstore.sealing import SEALED, Keyring, open_with
 from pmem.adapters.eventstore.stored_log import (
     EVENTS_TABLE,
@@ -321,19 +321,6 @@ def pragmas(conn: sqlite3.Connection, **values: Any) -> Iterator[None]:
     finally:
         for name, value in before.items():
             conn.execute(f"PRAGMA {name}={value}")
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off: a rebuild makes millions of tuples and no cycles, and in a
-    process that already holds many objects each full collection walks them all."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _decoder(keys: Any = None) -> Callable[[list[RawRow]], list[StoredEvent]]:

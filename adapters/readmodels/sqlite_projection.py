@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.eventstore.stored_log import CellRange, RawRow
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels import screening
@@ -30,7 +31,6 @@ from pmem.adapters.readmodels.parallel_rebuild import (
     checkpointer,
     finish_worker,
     fold_ranges,
-    no_gc,
     pragmas,
     split,
     start_worker,

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.service.bootstrap import Wiring
 from pmem.adapters.service.doctor import write_checked
 from pmem.domain.errors import InvalidBatch, InvalidOperation
@@ -36,6 +37,10 @@ class Writes:
         if isinstance(operations, (str, bytes, bytearray)) or not isinstance(operations, Iterable):
             raise InvalidOperation(f"operations must be a list of operations, got {type(operations).__name__}",
                                    field="operations")
+        with no_gc():  # a big batch: long-lived operations and no cycles (docs/benchmarks.md, the write path)
+            return self.w.log.get().execute(self._converted(operations))
+
+    def _converted(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Operation]:
         ops: list[Operation] = []
         namespace, key_edition = self.w.namespace, self.w.key_edition  # (read through a wrapper: once)
         for n, item in enumerate(operations, 1):
@@ -47,7 +52,7 @@ class Writes:
             except InvalidOperation as e:
                 _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None
-        return self.w.log.get().execute(ops)
+        return ops
 
     def apply_stream(self, chunks: Iterable[Sequence[Operation]], sink: Callable[[list[Receipt]], None]) -> int:
         """Record a batch given in chunks of parsed operations as one atomic batch, in memory bounded
