@@ -7,6 +7,10 @@ extractor of a live model server (the local route, scripts/local-llm.sh), and re
 - precision: written facts that match a gold fact of the same turn, about the same person (the subject
   of the key), with a value sharing at least half of its content words with the gold value;
 - recall: gold facts matched by a written fact;
+- the same two judged by hand, attribute-aware (``--judged``, verdicts on each written fact): precision counts
+  the facts judged true of the attribute their key names (the gold match above does not look at the
+  attribute: ``caroline.gift = Sweden`` matches the gold ``home_country = Sweden``), recall the gold facts
+  matched by a fact judged true; a fact with no verdict counts as not true and is listed;
 - ungrounded values written: a written value with a content word or number that is not in its turn;
 - example-key leaks: written keys holding a key or value any version of the prompt gave as an example;
 - seconds per turn (the baseline, measured in the same run: the template extractor on the same turns).
@@ -196,6 +200,26 @@ def gold_hits(r: Record, key: str, value: str, gold: list[dict[str, str]]) -> li
             and matches(value, g["value"])]
 
 
+Judged = dict[tuple[str, str, str], dict[str, Any]]
+
+
+def verdict(r: Record, key: str, value: str, judged: Judged) -> dict[str, Any] | None:
+    """The hand verdict on a written fact (its turn, key and value), or None when it has none."""
+    return judged.get((dia(r), key, value))
+
+
+def judged_score(facts: list[tuple[Record, str, str]], gold: list[dict[str, str]],
+                 judged: Judged) -> dict[str, Any]:
+    """Precision and recall by the hand verdicts: a fact counts only when it is judged true of that
+    attribute of that person (the gold match alone does not look at the attribute). Recall counts the
+    gold facts matched by a fact judged true; unjudged facts count as not true, and are listed."""
+    true = [(r, k, v) for r, k, v in facts if (verdict(r, k, v, judged) or {}).get("true")]
+    found = {i for r, k, v in true for i in gold_hits(r, k, v, gold)}
+    unjudged = [(dia(r), k, v) for r, k, v in facts if verdict(r, k, v, judged) is None]
+    return {"precision": len(true) / len(facts) if facts else None, "recall": len(found) / len(gold),
+            "unjudged": unjudged}
+
+
 def score(facts: list[tuple[Record, str, str]], gold: list[dict[str, str]]) -> dict[str, Any]:
     hits, found = 0, set()
     for r, key, value in facts:
@@ -262,6 +286,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="session 1 only (13 model calls)")
     p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
     p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
+    p.add_argument("--judged", type=Path, default=DATA / "locomo_judged_conv0.jsonl",
+                   help="hand verdicts on written facts (turn, key, value: true or not, and why)")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
     p.add_argument("--max-tokens", type=int, help="bound each extraction answer (default: the server's)")
     p.add_argument("--prompt", type=Path, help="ask with this extraction prompt instead of the extractor's own")
@@ -297,7 +323,9 @@ def main() -> None:
         store, records, rec = ingest(sample, llm, Path(tmp) / "llm.db")
         base = Recording(DialogueTemplateExtractor())
         ingest(sample, base, Path(tmp) / "template.db")
-        report(args.model, sessions, records, rec, base, gold, llm.model.calls - calls,
+        judged = {(j["dia_id"], j["key"], j["value"]): j
+                  for j in map(json.loads, args.judged.read_text().splitlines())}
+        report(args.model, sessions, records, rec, base, gold, judged, llm.model.calls - calls,
                bool(args.replay) and args.record is None)
         print("\nQA (context holds the answer / questions, mean tokens)")
         for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items()):
@@ -305,10 +333,12 @@ def main() -> None:
 
 
 def report(model: str, sessions: Sequence[int], records: list[Record], rec: Recording, base: Recording,
-           gold: list[dict[str, str]], calls: int, replayed: bool = False) -> None:
+           gold: list[dict[str, str]], judged: Judged, calls: int, replayed: bool = False) -> None:
     facts = written(records, rec)
     for r, k, v in facts:
-        print(f"  {dia(r)} wrote {k} = {v!r}{'' if gold_hits(r, k, v, gold) else '  (not in the gold)'}")
+        j = verdict(r, k, v, judged)
+        said = "unjudged" if j is None else "judged true" if j["true"] else f"judged wrong: {j['why']}"
+        print(f"  {dia(r)} wrote {k} = {v!r}{'' if gold_hits(r, k, v, gold) else '  (not in the gold)'}  [{said}]")
     for n, x in sorted(rec.got.items()):
         for why in x.dropped:
             print(f"  record {n} dropped {why}")
@@ -318,6 +348,10 @@ def report(model: str, sessions: Sequence[int], records: list[Record], rec: Reco
           f"{len(gold)} gold facts, {calls} model calls)")
     print(f"  written {s['written']}  precision {precision}  recall {s['recall']:.2f}  "
           f"ungrounded {len(s['ungrounded'])} {s['ungrounded']}  leaks {len(s['leaks'])} {s['leaks']}")
+    j = judged_score(facts, gold, judged)
+    jp = "n/a" if j["precision"] is None else f"{j['precision']:.2f}"
+    print(f"  judged by hand (attribute-aware): precision {jp}  recall {j['recall']:.2f}  "
+          f"unjudged {len(j['unjudged'])} {j['unjudged']} (counted as not true)")
     print(f"  s/turn {rec.seconds / len(records):.2f}  (baseline, template extractor: "
           f"{base.seconds / len(records):.4f})" + ("  replayed answers: no model time" if replayed else ""))
 

@@ -89,10 +89,10 @@ class LlmExtractor:
 
         first = None if self.slots == "only" else self.ask(text, record, said, EXTRACT_PROMPT, CLAIMS_SCHEMA)
         if first is not None and (self.slots == "off" or (first.facts and self.slots == "fallback")):
-            return first
+            return one_value_per_key(first)
         second = self.ask(text, record, said, SLOT_PROMPT, SLOT_SCHEMA, check=False)
         second = self.checked(second if first is None else without_repeats(second, first), said)
-        return second if first is None else merged(first, second)
+        return one_value_per_key(second if first is None else merged(first, second))
 
     def ask(self, text: str, record: int, said: Utterance | None, prompt: str, schema: dict[str, Any],
             check: bool = True) -> Extraction:
@@ -151,6 +151,29 @@ def without_repeats(second: Extraction, first: Extraction) -> Extraction:
     dropped = second.dropped + tuple(f"fact {f.key!r} = {f.value[:60]!r}: the first pass wrote the same value"
                                      for f in again)
     return replace(second, facts=tuple(f for f in second.facts if f not in again), dropped=dropped)
+
+
+def one_value_per_key(x: Extraction) -> Extraction:
+    """``x`` with one fact per key, the first the model gave, and each later one on ``dropped``, with why.
+
+    A model's facts about one record are a set, not a sequence: a second value for the same key is not an
+    update, yet written after the first it would supersede it, and the cell's current value would be
+    whichever the model happened to list last (``gift = necklace``, then ``grandma``, then ``Sweden``, for
+    one sentence about a necklace from a grandmother in Sweden). The first is kept: it is the one the
+    model put forward (docs/ingest.md#one-value-per-key)."""
+    kept: dict[str, Fact] = {}
+    later: list[Fact] = []
+    for fact in x.facts:
+        if fact.key in kept:
+            later.append(fact)
+        else:
+            kept[fact.key] = fact
+    if not later:
+        return x
+    dropped = x.dropped + tuple(
+        f"fact {f.key!r} = {f.value[:60]!r}: the record already gave {f.key!r} the value "
+        f"{kept[f.key].value[:60]!r} (one value per key from a record: the first is kept)" for f in later)
+    return replace(x, facts=tuple(kept.values()), dropped=dropped)
 
 
 def merged(first: Extraction, second: Extraction) -> Extraction:
