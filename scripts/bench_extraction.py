@@ -301,6 +301,8 @@ def main() -> None:
                    help=f"ask the slot card: as well as the first pass (both), for turns the first pass left "
                         f"without a fact (fallback), instead of the first pass (only) or never (off); default: the "
                         f"extractor's ({DEFAULT_SLOT_MODE})")
+    p.add_argument("--reply-context", action="store_true",
+                   help="show the model the turn each turn answers (context only, never a source of values)")
     args = p.parse_args()
     if args.record and args.record.resolve() in {r.resolve() for r in args.replay}:
         p.error("--record and --replay must be different files")
@@ -314,7 +316,7 @@ def main() -> None:
     gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     settings = LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2, max_tokens=args.max_tokens)
-    llm = LlmExtractor(settings, verify=args.verify, slots=args.slots)
+    llm = LlmExtractor(settings, verify=args.verify, slots=args.slots, reply_context=args.reply_context)
     with tempfile.TemporaryDirectory() as tmp:
         listed, same = issue_check(llm, Path(tmp))  # first: three model calls
         print(f"issue-17 check: listed wrong cells written {len(listed)} {listed} -> "

@@ -96,6 +96,9 @@ def _add_ingest(p: argparse.ArgumentParser) -> None:
                         "well as the free-form pass, for every record (both, the default: about twice the model "
                         "calls), only for records it left without facts (fallback), instead of it (only), or "
                         "never (off: the free-form pass alone)")
+    p.add_argument("--reply-context", dest="reply_context", action="store_true",
+                   help="with --extractor llm and --format locomo: show the model the turn each turn answers, as "
+                        "context only (a value must still come from the turn itself); off by default")
     p.add_argument("--annotator", default="rule", choices=("rule", "llm"), help="rule (default) or llm")
     p.add_argument("--soft-keys", dest="soft_keys", default="auto", choices=("auto", "on", "off"),
                    help="merge paraphrased keys into registered ones (auto: on for statement keys "
@@ -114,7 +117,7 @@ def _ingest(args: Args) -> int:
     llm = llm_settings(args.model, args.api_base)
     fmt = args.fmt or ("jsonl" if args.file.endswith(".jsonl") else "lines")
     # before the store exists: a bad choice creates nothing
-    extractor = make_extractor(args.extractor, llm, fmt, args.verify, args.slots)
+    extractor = make_extractor(args.extractor, llm, fmt, args.verify, args.slots, args.reply_context)
     annotator = make_annotator(args.annotator, llm)
     data = read_input(args.file)
     source = "stdin" if args.file == "-" else os.path.basename(args.file)

@@ -52,6 +52,11 @@ hobbies, plans, and events they took part in, with their dates. Feelings, moods,
 praise, agreement, questions and greetings are not facts. Say nothing about the listener. Do not guess:
 a value that is not in the message is wrong. With no fact, answer {"facts": []}."""
 
+REPLY_NOTE = """
+A line "In reply to:" before the message is the turn it answers: read it only to understand the message
+(what a short answer is about). Every value must come from the message itself, never from that line."""
+"""Added to each prompt when the turn before is shown (``reply_context``): it is context, never a source."""
+
 ANNOTATE_PROMPT = """You choose how a new observation changes a memory cell.
 Answer with one JSON object {"op": ..., "why": ...} and nothing else. op is one of:
 accept (new current value), contest (plausible but uncertain: keep both open), reject (the current value
@@ -71,12 +76,20 @@ class LlmExtractor:
 
     name = "llm"
 
-    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = DEFAULT_SLOT_MODE) -> None:
+    def __init__(self, settings: LlmSettings, verify: bool = True, slots: str = DEFAULT_SLOT_MODE,
+                 reply_context: bool = False) -> None:
         if slots not in SLOT_MODES:
             raise ValueError(f"slots must be one of {', '.join(SLOT_MODES)}, got {slots!r}")
         self.model = JsonModel(settings)
         self.verify = verify
         self.slots = slots
+        self.reply_context = reply_context  # show the turn a turn answers (docs/ingest.md#reply-context)
+
+    def message(self, text: str, said: Utterance | None) -> str:
+        return message(text, said, self.reply_context)
+
+    def prompt(self, prompt: str) -> str:
+        return prompt + REPLY_NOTE if self.reply_context else prompt
 
     def extract(self, text: str, record: int, said: Utterance | None = None) -> Extraction:
         """The grounded facts of one record, or (``failed``) why the model's answers could not be used.
@@ -103,7 +116,8 @@ class LlmExtractor:
             x = parse_slots(answer, record, text, said) if slots else parse_grounded(answer, record, text, said)
             return (None, x.reason or "unusable") if x.failed else (x, "")
 
-        result = self.model.ask(prompt, message(text, said), schema, "slots" if slots else "facts", parse)
+        result = self.model.ask(self.prompt(prompt), self.message(text, said), schema, "slots" if slots else "facts",
+                                parse)
         if result.value is not None:
             extraction: Extraction = result.value
             return self.checked(extraction, said) if check else extraction
@@ -127,8 +141,9 @@ class LlmExtractor:
     def doubt(self, fact: Fact, said: Utterance | None) -> str | None:
         """Why the model, asked the fact's question without its value, does not confirm it; ``None`` if it does.
         An answer still unusable after the retries drops the fact too: an unchecked fact is not written."""
-        asked = f"{message(fact.text, said)}\n\n{question(fact, said)}"
-        result = self.model.ask(VERIFY_PROMPT, asked, VERIFY_SCHEMA, "answer", _read_verification, MAX_ANSWER_TOKENS)
+        asked = f"{self.message(fact.text, said)}\n\n{question(fact, said)}"
+        result = self.model.ask(self.prompt(VERIFY_PROMPT), asked, VERIFY_SCHEMA, "answer", _read_verification,
+                                MAX_ANSWER_TOKENS)
         if result.value is None:
             return f"unverified: {result.reason}"
         return disagreement(fact.value, result.value)
@@ -185,13 +200,15 @@ def merged(first: Extraction, second: Extraction) -> Extraction:
     return replace(first, dropped=dropped, reason=reasons or None)
 
 
-def message(text: str, said: Utterance | None) -> str:
-    """The model's input: the date, who speaks to whom, and the message itself."""
+def message(text: str, said: Utterance | None, reply: bool = False) -> str:
+    """The model's input: the date, who speaks to whom, (``reply``) the turn this one answers, and the
+    message itself."""
     if said is None:
         return f"Speaker: the user\nMessage: {text}"
     to = f" (talking to {', '.join(said.listeners)})" if said.listeners else ""
     when = f"Date: {said.when[:10]}\n" if said.when else ""
-    return f"{when}Speaker: {said.speaker}{to}\nMessage: {text}"
+    before = f"In reply to: {said.replying_to}\n" if reply and said.replying_to else ""
+    return f"{when}{before}Speaker: {said.speaker}{to}\nMessage: {text}"
 
 
 def _read_verification(answer: str) -> tuple[str | None, str]:

@@ -80,11 +80,12 @@ class Extractor(Protocol):
 
 
 def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines", verify: bool = True,
-                   slots: str = DEFAULT_SLOT_MODE) -> Extractor:
+                   slots: str = DEFAULT_SLOT_MODE, reply_context: bool = False) -> Extractor:
     """The extractor called ``name`` for records of format ``fmt``; ``llm`` needs model settings (``--model``).
     The template extractor reads dialogue (``locomo``) with its statement form only; ``verify`` is the llm
     extractor's verification pass (docs/ingest.md#verification), ``slots`` when it asks the slot card
-    (docs/ingest.md#slots; by default with the free-form pass, for every record)."""
+    (docs/ingest.md#slots; by default with the free-form pass, for every record), ``reply_context`` whether it
+    shows the model the turn a dialogue turn answers (docs/ingest.md#reply-context; off by default)."""
     if name == "template":
         return DialogueTemplateExtractor() if fmt == "locomo" else TemplateExtractor()
     if name == "llm":
@@ -93,7 +94,7 @@ def make_extractor(name: str, llm: LlmSettings | None = None, fmt: str = "lines"
                                          "e.g. --model openai/qwen --api-base http://127.0.0.1:8080/v1")
         from pmem.adapters.llm.extractor import LlmExtractor
 
-        return LlmExtractor(llm, verify=verify, slots=slots)
+        return LlmExtractor(llm, verify=verify, slots=slots, reply_context=reply_context)
     raise InvalidOperation(f"unknown extractor {name!r} (expected one of {', '.join(EXTRACTORS)})",
                            field="extractor")
 
@@ -211,7 +212,7 @@ class Ingestor:
         assert r.text is not None
         if r.speaker is None:
             return self.extractor.extract(r.text, r.number)
-        return self.extractor.extract(r.text, r.number, Utterance(r.speaker, r.listeners, r.observed_at))
+        return self.extractor.extract(r.text, r.number, Utterance(r.speaker, r.listeners, r.observed_at, r.replying_to))
 
     @staticmethod
     def _facts(record: Record, extraction: Extraction | None

@@ -32,6 +32,7 @@ from .record import Record
 
 _SESSION = re.compile(r"session_(\d+)")
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"  # LoCoMo's "1:56 pm on 8 May, 2023"
+REPLY_CHARS = 400  # of the turn before, kept as a turn's context (a question is short; a long turn is cut)
 
 
 def locomo_records(data: bytes) -> list[Record]:
@@ -60,11 +61,14 @@ def locomo_records(data: bytes) -> list[Record]:
             turns = conversation[session]
             if not isinstance(turns, list):
                 raise _bad(f"{where} {session}: expected a list of turns, got {type(turns).__name__}")
+            before: str | None = None  # the turn a turn answers: the one before it in its session
             for t, turn in enumerate(turns, 1):
                 speaker, dia_id, text = _turn(turn, f"{where} {session} turn {t}")
                 listeners = tuple(p.strip() for p in pair if isinstance(p, str) and p.strip() not in ("", speaker))
                 records.append(Record(len(records) + 1, text, f"{speaker} ({sample_id}:{dia_id})",
-                                      observed_at=observed_at, speaker=speaker, listeners=listeners))
+                                      observed_at=observed_at, speaker=speaker, listeners=listeners,
+                                      replying_to=before))
+                before = f"{speaker}: {text[:REPLY_CHARS]}" if text.strip() else before
     return records
 
 

@@ -21,3 +21,4 @@ class Record:
     problem: str | None = None  # why the record could not even be read
     speaker: str | None = None  # who said it, in a dialogue (LoCoMo): first-person keys become theirs
     listeners: tuple[str, ...] = ()  # who it was said to, in a dialogue: facts about them are not theirs to give
+    replying_to: str | None = None  # the turn just before in its session, ``Speaker: text`` (context, never evidence)

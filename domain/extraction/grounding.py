@@ -91,6 +91,7 @@ class Utterance:
     speaker: str
     listeners: tuple[str, ...] = ()
     when: str | None = None
+    replying_to: str | None = None  # the turn it answers, ``Speaker: text``: context for reading it, never evidence
 
 
 @dataclass(frozen=True, slots=True)

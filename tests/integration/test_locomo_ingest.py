@@ -64,6 +64,17 @@ def test_each_turn_becomes_a_record_in_session_order_with_speaker_source_and_ses
     assert records[5].text == "Look at this!"  # the image caption is not what Bo said
 
 
+def test_each_turn_knows_the_turn_before_it_in_its_session_and_a_session_starts_afresh() -> None:
+    records = list(read_records(mini_bytes(), "locomo"))
+    assert [r.replying_to for r in records] == [
+        None,  # the first turn of session 1
+        "Ann: Guess what? My home city is now Porto. The move was long.",
+        "Bo: The weather is lovely there, I hear.",
+        "Bo: My job is now teacher!",  # an empty turn answers the last turn that said something
+        None,  # session 2 starts afresh
+        "Ann: Hi again! Actually, my home city is now Braga."]
+
+
 def test_ingesting_a_conversation_keeps_each_speakers_statements_apart_and_accounts_for_every_turn(
         store: pmem.Store) -> None:
     receipts = list(Ingestor(store, make_extractor("template", fmt="locomo"), source="mini.json")
