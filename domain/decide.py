@@ -140,6 +140,8 @@ def _lowering(state: CellState, head: Version, trust: int) -> str | None:
     alternative, must be held open as a ``contest`` instead; None when it may close them all."""
     if trust < head.trust:
         return f"trust {trust} is below the head's {head.trust}"
+    if not state.alternative_vids:
+        return None
     stronger = _stronger(state.alternatives(), trust)
     if stronger is not None:
         return f"trust {trust} is below the open alternative {stronger.value!r}'s {stronger.trust}"

@@ -104,8 +104,9 @@ class CellState:
 
     def _new_version(self, value: str, status: str, revision: int, trust: int, source: str | None,
                      supersedes: int | None = None, alternative_of: int | None = None) -> Version:
-        v = Version(len(self.versions), value, status, revision, trust, supersedes, alternative_of)
-        v.add_evidence(revision, trust, source)
+        # as add_evidence(revision, trust, source) on an empty version would leave it, built at once
+        v = Version(len(self.versions), value, status, revision, trust, supersedes, alternative_of, 0, [revision],
+                    [] if source is None else [source])
         self.versions.append(v)
         return v
 

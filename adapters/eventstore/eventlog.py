@@ -29,7 +29,7 @@ from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp
 from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.eventstore.mapper import OrjsonMapper
 from pmem.adapters.eventstore.packed import PackedCells
-from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, scrubbed, seal
+from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, nonces, scrubbed, seal
 from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
 from pmem.domain.cell import CellEvent, Forgotten, MemoryCell, NotApplied
@@ -50,8 +50,8 @@ MAX_CACHED_CELLS = 200_000
 STREAM_CACHED_CELLS = 49_152
 STREAM_CACHED_EVENTS = 196_608
 STREAM_PACKED_BYTES = 48 * 2**20
-_Made = tuple[type[CellEvent], str, str, str, str | None, Head | None, str | None]
-"""The parts of a new event's receipt: class, namespace, key, requested op, reason, head, op id."""
+_Made = tuple[type[CellEvent], Operation, str | None, Head | None]
+"""The parts of a new event's receipt: its class, the operation, the reason and the head after it."""
 _uncached_cell_id = cell_id.__wrapped__
 READ_BATCH = 5_000
 RECEIPT_CELLS = 2_000
@@ -127,8 +127,11 @@ class EventLog(Application[UUID]):
                     if ops:
                         sink(self._execute_once(ops))
                     count += len(ops)
-                    self._bound_stream_cache()
                     chunk = next(it, None)
+                    if chunk is not None:
+                        self._bound_stream_cache()
+                    elif self._over_stream_bound():  # the last chunk: let the cells go instead of packing them
+                        self._drop_cells()
         except BaseException as e:
             self._drop_cells()
             self.keys.drop_all()  # keys made by a rolled-back batch exist nowhere: read them all afresh
@@ -146,8 +149,7 @@ class EventLog(Application[UUID]):
         cells fill their room), pack the cells and drop their data keys, so memory stays bounded, not
         the batch's. A packed cell touched again is unpacked; one dropped from the packed cells is read
         again from the log, in the transaction."""
-        room = 1 - 0.75 * self._packed.fullness() if self._packed.limit > 0 else 1
-        if len(self._cells) > STREAM_CACHED_CELLS * room or self._held_events > self.stream_cached_events * room:
+        if self._over_stream_bound():
             self.keys.drop(h for _, h in self._cells.values())
             while self._cells:  # each cell's objects freed as it is packed: the two never all coexist
                 k, (cell, hexid) = self._cells.popitem()
@@ -156,6 +158,10 @@ class EventLog(Application[UUID]):
             self._packed.bound()
             gc.collect()
         self._folds.bound()
+
+    def _over_stream_bound(self) -> bool:
+        room = 1 - 0.75 * self._packed.fullness() if self._packed.limit > 0 else 1
+        return len(self._cells) > STREAM_CACHED_CELLS * room or self._held_events > self.stream_cached_events * room
 
     def _drop_cells(self) -> None:
         self._cells.clear()
@@ -213,8 +219,10 @@ class EventLog(Application[UUID]):
         outcomes: list[_Made | tuple[str, int]] = []
         op_id_rows: list[tuple[str, str, int]] = []
         # the cells' data keys, and those this batch makes (their rows: read, like op_id_rows, once rows() is done)
-        batch_keys: dict[str, Key] = self.keys.lookup(h for _, h in cells.values()) if self.sealing else {}
+        # (a cell with no event yet has no key: only a cell's first event makes one)
+        batch_keys: dict[str, Key] = self.keys.lookup(h for c, h in cells.values() if c.version) if self.sealing else {}
         key_rows: list[tuple[str, int, bytes]] = []
+        nonce_pool = nonces(len(ops)) if self.sealing else b""  # one lock and one slice of the pool per chunk
         count = [0]
 
         def rows() -> Iterator[tuple[str, int, str, bytes]]:
@@ -236,43 +244,32 @@ class EventLog(Application[UUID]):
                 cell, hexid = cells[op.namespace, op.key]
                 event_class, fields = execute(cell, op)
                 h = cell.state.head
-                outcomes.append((event_class, fields["namespace"], fields["key"], fields["requested"], fields["reason"],
-                                 None if h is None else Head(h.value, h.status), fields["op_id"]))
+                outcomes.append((event_class, op, fields["reason"], None if h is None else Head(h.value, h.status)))
                 fields["timestamp"] = stamp
+                if self.sealing:
+                    at = 12 * count[0]
+                    self._sealed(fields, hexid, cell.version, batch_keys, key_rows, nonce_pool[at:at + 12])
                 count[0] += 1
-                stored = self._sealed(fields, hexid, cell.version, batch_keys, key_rows) if self.sealing else fields
-                yield hexid, cell.version, event_class.TOPIC, encode_state(stored, event_class.class_version)
+                yield hexid, cell.version, event_class.TOPIC, encode_state(fields, event_class.class_version)
 
         first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
         self._hold(cells, read + count[0])
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"], self._stream_folds)
-        receipts: list[Receipt] = []
-        position = 0
-        for outcome in outcomes:
-            if len(outcome) == 7:
-                cls, ns, key, requested, reason, head, op_id = outcome
-                receipts.append(Receipt(first + position, ns, key, cls.OP, requested, cls is not NotApplied, reason,
-                                        head, op_id))
-                position += 1
-            elif outcome[0] == "dup":
-                receipts.append(_as_duplicate(receipts[outcome[1]]))
-            else:
-                receipts.append(_as_duplicate(earlier[outcome[1]]))
-        return receipts
+        return _receipts(outcomes, first, earlier)
 
     @staticmethod
     def _sealed(fields: dict[str, Any], hexid: str, revision: int, batch_keys: dict[str, Key],
-                key_rows: list[tuple[str, int, bytes]]) -> dict[str, Any]:
-        """``fields`` sealed under the cell's key; a cell without one (new, or forgotten) gets a new
-        key whose life starts at this revision (a row of ``key_rows``)."""
+                key_rows: list[tuple[str, int, bytes]], nonce: bytes) -> None:
+        """Seal ``fields`` in place under the cell's key, with ``nonce``; a cell without a key (new, or
+        forgotten) gets a new one whose life starts at this revision (a row of ``key_rows``)."""
         key = batch_keys.get(hexid)
         if key is None:
             key, raw = new_key(revision)
             batch_keys[hexid] = key
             key_rows.append((hexid, revision, raw))
-        return seal(fields, hexid, revision, key)
+        seal(fields, hexid, revision, key, nonce)
 
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:
         wanted: dict[str, list[str]] = {}
@@ -290,7 +287,8 @@ class EventLog(Application[UUID]):
         or the log; a cell with no events yet is a fresh shell."""
         if len(self._cells) > MAX_CACHED_CELLS:
             self._drop_cells()
-        cells = {k: self._cells[k] for k in keys if k in self._cells}
+        held = self._cells
+        cells = {k: c for k in keys if (c := held.get(k)) is not None}
         if self._packed:
             self._unpack(keys, cells)
         # Not cell_id's process-wide cache: a cell read here is held in self._cells, which is the
@@ -450,6 +448,24 @@ class EventLog(Application[UUID]):
             return fn(*args)
         except self._errors as e:
             raise StoreUnavailable(f"cannot read store {self.db}: {_first_line(e)}") from e
+
+
+def _receipts(outcomes: list[_Made | tuple[str, int]], first: int, earlier: dict[int, Receipt]) -> list[Receipt]:
+    """One receipt per operation: a new event's (numbered from ``first``), or a resent operation's
+    (``earlier``'s, or that of the first of the batch with its op id), marked duplicate."""
+    receipts: list[Receipt] = []
+    position = 0
+    for outcome in outcomes:
+        if len(outcome) == 4:
+            cls, op, reason, head = outcome
+            receipts.append(Receipt(first + position, op.namespace, op.key, cls.OP, op.op, cls is not NotApplied,
+                                    reason, head, op.evidence.op_id))
+            position += 1
+        elif outcome[0] == "dup":
+            receipts.append(_as_duplicate(receipts[outcome[1]]))
+        else:
+            receipts.append(_as_duplicate(earlier[outcome[1]]))
+    return receipts
 
 
 def _check_all(ops: Sequence[Operation], before: int) -> None:

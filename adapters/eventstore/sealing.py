@@ -66,8 +66,9 @@ def key_scope(backend: Any) -> str:
 
 
 def new_key(life: int) -> tuple[Key, bytes]:
-    """A fresh data key for a cell life starting at revision ``life``: the cached form and the bytes."""
-    raw = AESGCM.generate_key(bit_length=256)
+    """A fresh data key for a cell life starting at revision ``life``: the cached form and the bytes
+    (32 random bytes, as ``AESGCM.generate_key(bit_length=256)`` makes them, from the pooled OS bytes)."""
+    raw = _RANDOM.take(32)
     return (life, AESGCM(raw)), raw
 
 
@@ -79,42 +80,54 @@ def _aad(cell: str, revision: int, names: Iterable[str]) -> bytes:
     return f"pmem-seal-1|{cell}|{revision}|{','.join(names)}".encode()
 
 
-class _Nonces:
-    """Random 12-byte nonces (a fresh random nonce per event, as AES-GCM with random nonces needs), read
-    from the OS 4,096 at a time: one ``os.urandom`` per event cost as much as the encryption. Taken
-    under a lock (two threads must never get the same bytes); a forked child starts a pool of its own."""
+class _RandomPool:
+    """Random bytes from the OS, read 48 KiB at a time: one ``os.urandom`` per event's nonce (or per new
+    key) cost as much as the encryption. Taken under a lock (two threads must never get the same bytes);
+    a forked child starts a pool of its own. Nonces are random 12-byte ones, fresh per event, as AES-GCM
+    with random nonces needs; keys are 32 bytes."""
+
+    SIZE = 12 * 4096
 
     def __init__(self) -> None:
         self.pool, self.at = b"", 0
         self.lock = threading.Lock()
 
-    def take(self) -> bytes:
+    def take(self, n: int) -> bytes:
+        """``n`` bytes no caller in this process has had."""
         with self.lock:
-            if self.at >= len(self.pool):
-                self.pool, self.at = os.urandom(12 * 4096), 0
-            self.at += 12
-            return self.pool[self.at - 12:self.at]
+            if n > self.SIZE:
+                return os.urandom(n)
+            if self.at + n > len(self.pool):
+                self.pool, self.at = os.urandom(self.SIZE), 0
+            self.at += n
+            return self.pool[self.at - n:self.at]
 
     def reset(self) -> None:
         self.pool, self.at = b"", 0
         self.lock = threading.Lock()
 
 
-_NONCES = _Nonces()
-os.register_at_fork(after_in_child=_NONCES.reset)
+_RANDOM = _RandomPool()
+os.register_at_fork(after_in_child=_RANDOM.reset)
 
 
-def seal(fields: dict[str, Any], cell: str, revision: int, key: Key) -> dict[str, Any]:
-    """A copy of ``fields`` with the set ones of :data:`FIELDS` sealed under ``key``."""
-    out = dict(fields)
-    names = [n for n in FIELDS if out.get(n) is not None]
+def nonces(n: int) -> bytes:
+    """``n`` fresh nonces for :func:`seal`, 12 bytes each, never handed out twice in this process."""
+    return _RANDOM.take(12 * n)
+
+
+def seal(fields: dict[str, Any], cell: str, revision: int, key: Key, nonce: bytes | None = None) -> dict[str, Any]:
+    """``fields``, changed in place: the set ones of :data:`FIELDS` sealed under ``key``, with ``nonce``
+    (one of :func:`nonces`; None: a fresh one)."""
+    names = [n for n in FIELDS if fields.get(n) is not None]
     if not names:
-        return out
-    plain = orjson.dumps([out.pop(n) for n in names])
-    nonce = _NONCES.take()
+        return fields
+    plain = orjson.dumps([fields.pop(n) for n in names])
+    if nonce is None:
+        nonce = _RANDOM.take(12)
     box = key[1].encrypt(nonce, plain, _aad(cell, revision, names))
-    out[SEALED] = [key[0], names, binascii.b2a_base64(nonce + box, newline=False).decode("ascii")]
-    return out
+    fields[SEALED] = [key[0], names, binascii.b2a_base64(nonce + box, newline=False).decode("ascii")]
+    return fields
 
 
 def scrubbed(fields: dict[str, Any]) -> dict[str, Any] | None:
