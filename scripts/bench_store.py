@@ -18,6 +18,12 @@ Three paths store the same N ``accept`` operations over K keys (JSON lines from 
 * ``raw-json``: issue 19's baseline: ``raw-plain`` with a ``json.loads`` of each line as it is bound
   (``executemany`` of the JSON lines into a (key, body) table, WAL, ``synchronous=FULL``, one
   transaction).
+* ``floor``: the least any sealed write path in Python does per operation, with no deciding, no state,
+  no receipts and no checks: each line decoded by ``msgspec`` into a typed struct, the event's fields
+  built as a dict, sealed with P-Mem's own ``seal`` (one cipher per cell, built once and held for the
+  run; a chunk's nonces taken at once), encoded with ``orjson`` and inserted as ``raw`` inserts its rows.
+  What it takes over ``raw`` is about the Python a sealed write cannot avoid: a ``floor`` under 0.3x
+  ``raw-json`` says that no Python write path that seals this way reaches issue 19's API goal.
 * ``api-unsealed``: ``api`` with sealing switched off (``store.log_store.sealing = False``, an internal
   knob: stores always seal), the baseline of what sealing values, texts and sources costs the write
   path (docs/forgetting.md).
@@ -60,14 +66,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import orjson
 
 import pmem
 
-PATHS = ("cli", "api", "raw", "raw-plain", "raw-json", "api-unsealed")
+PATHS = ("cli", "api", "raw", "raw-plain", "raw-json", "api-unsealed", "floor")
 EVENTS_TABLE = ("CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
                 "state BLOB, PRIMARY KEY (originator_id, originator_version))")  # eventsourcing's schema
 
@@ -162,6 +171,51 @@ def run_raw(rows: list[tuple[str, int, str, bytes]], db: Path) -> float:
     conn.execute(EVENTS_TABLE)
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
+class _Line(msgspec.Struct):
+    op: str
+    key: str
+    value: str
+    source: str | None = None
+
+
+def run_floor(lines: list[bytes], db: Path) -> float:
+    """The ``floor`` path (see the module's docstring): decode, build, seal, encode and insert, nothing else."""
+    from pmem.adapters.eventstore.codec import CLASS_VERSION, encode_state, timestamp_envelope
+    from pmem.adapters.eventstore.sealing import new_key, nonces, seal
+    from pmem.domain.keys import cell_id
+
+    t0 = time.perf_counter()
+    decoder = msgspec.json.Decoder(_Line)
+    stamp = timestamp_envelope(datetime.now(UTC))
+    cells: dict[str, tuple[str, list[int], Any]] = {}  # key -> (cell id hex, [revision], cipher)
+    pool = nonces(len(lines))
+
+    def rows() -> Iterator[tuple[str, int, str, bytes]]:
+        for i, line in enumerate(lines):
+            op = decoder.decode(line)
+            cell = cells.get(op.key)
+            if cell is None:
+                cell = cells[op.key] = (cell_id("default", op.key).hex, [0], new_key(1)[0])
+            hexid, revision, key = cell
+            revision[0] += 1
+            fields = {"namespace": "default", "key": op.key, "requested": op.op, "reason": None, "text": None,
+                      "source": op.source, "trust": 50, "observed_at": None, "op_id": None, "node_type": None,
+                      "value": op.value, "vid": revision[0] - 1, "supersedes": None, "timestamp": stamp}
+            seal(fields, hexid, revision[0], key, pool[12 * i:12 * i + 12])
+            yield hexid, revision[0], "pmem.cell/Accepted", encode_state(fields, CLASS_VERSION)
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(EVENTS_TABLE)
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows())
     conn.execute("COMMIT")
     elapsed = time.perf_counter() - t0
     conn.close()
@@ -302,6 +356,7 @@ def main() -> None:
             "raw-plain": lambda db: run_raw_plain(lines, keys, db),
             "raw-json": lambda db: run_raw_json(lines, keys, db),
             "api-unsealed": lambda db: run_api(lines, db, sealed=False),
+            "floor": lambda db: run_floor(lines, db),
         }
         reads: dict[str, dict[str, float]] = {}
         for rep in range(args.repeat):
@@ -328,6 +383,8 @@ def main() -> None:
     ratio = best["raw"] / best["cli"]
     print(f"CLI/raw-json ratio: {best['raw-json'] / best['cli']:.3f}, API/raw-json ratio: "
           f"{best['raw-json'] / best['api']:.3f} (issue 19's baseline: the lines into (key, body), json.loads each)")
+    print(f"floor/raw-json ratio: {best['raw-json'] / best['floor']:.3f} (decode, seal, encode and insert alone: "
+          "about the most a sealed Python write path can reach)")
     print(f"CLI peak RSS: {max(PEAK_RSS) / 2**20:,.0f} MiB; store: {size / args.ops:,.0f} bytes per event")
     resend = run_resend(lines, args.ops) if args.resend else None
     if resend is not None:
