@@ -19,7 +19,7 @@ from pmem.adapters.entrypoints.cli_common import (
     check_number,
     emit,
     emit_lines,
-    json_lines,
+    json_line,
     open_input,
     read_chunks,
 )
@@ -44,7 +44,7 @@ def _apply(args: Args, store: Any) -> None:
     rolls it back, and nothing but the error is printed)."""
     with args.input as lines, tempfile.TemporaryFile() as spool:
         def keep(receipts: list[Any]) -> None:
-            spool.write(json_lines([r.to_dict() for r in receipts]))
+            spool.write(b"".join([json_line(r.to_dict()) for r in receipts]))
 
         store.apply_stream(read_chunks(lines, args.namespace, store.key_edition), keep)
         spool.seek(0)

@@ -52,16 +52,6 @@ def json_line(obj: Any) -> bytes:
     return out + b"\n"
 
 
-def json_lines(objs: Iterable[Any]) -> bytes:
-    """Each of ``objs`` as one line of JSON, with its newline, in one buffer (as :func:`json_line` makes
-    each: the raw line breaks can only stand inside strings, so escaping the whole buffer once is the same)."""
-    out = b"".join([orjson.dumps(o, option=orjson.OPT_APPEND_NEWLINE) for o in objs])
-    if b"\xc2\x85" in out or b"\xe2\x80\xa8" in out or b"\xe2\x80\xa9" in out:
-        for raw, escaped in _LINE_BREAKS:
-            out = out.replace(raw, escaped)
-    return out
-
-
 def emit(obj: Any) -> None:
     sys.stdout.buffer.write(json_line(obj))
 

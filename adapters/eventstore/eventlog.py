@@ -131,6 +131,7 @@ class EventLog(Application[UUID]):
                     if chunk is not None:
                         self._bound_stream_cache()
                     elif self._over_stream_bound():  # the last chunk: let the cells go instead of packing them
+                        self.keys.drop(h for _, h in self._cells.values())
                         self._drop_cells()
         except BaseException as e:
             self._drop_cells()

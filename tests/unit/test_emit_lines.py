@@ -27,9 +27,3 @@ def test_a_value_holding_a_unicode_line_break_stays_on_one_line(breaker: str,
     assert [orjson.loads(line) for line in out.splitlines()] == [{"value": value}, {"i": 1}]
     assert cli_common.json_line({"v": "plain é"}) == orjson.dumps({"v": "plain é"}) + b"\n"  # others untouched
 
-
-def test_json_lines_is_json_line_of_each_in_one_buffer() -> None:
-    objs = [{"value": "a\u2028b"}, {"i": 1}, {"v": "x\x85y\u2029z é"}, {"k": "plain"}, []]
-    assert cli_common.json_lines(objs) == b"".join(cli_common.json_line(o) for o in objs)
-    assert len(cli_common.json_lines(objs).decode().splitlines()) == len(objs)
-    assert cli_common.json_lines([]) == b""
