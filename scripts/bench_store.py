@@ -46,6 +46,9 @@ The CLI's peak RSS (its own, from ``wait4``) and the store's bytes per event are
 store and then sent again to it (a resend appends nothing), and prints the resend's time over the first
 write's. ``--quick`` is 50,000 operations, one repetition, 200 gets (under two minutes).
 
+``--thread-overlap`` also inserts the CLI's event rows in a thread while the main thread runs a pure
+Python loop, beside each alone: whether SQLite's work could use the second core.
+
 ``--rss-only`` measures only the CLI's peak RSS (``/usr/bin/time``): ``pmem apply`` of one line, then of
 ``--ops`` lines over ``--keys`` keys, or of each ``LINES:KEYS`` batch of ``--rss-sizes``, all in the same
 run (``--rss-sizes 200000:40000,1000000:100000`` shows whether memory grows with the batch).
@@ -65,6 +68,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -312,6 +316,42 @@ def print_rss(batches: list[tuple[int, int]], seed: int) -> None:
         print(f"peak RSS growth, {name}: {(rss - PEAK_RSS[0]) / 2**20:,.0f} MiB over the one-line run")
 
 
+def print_thread_overlap(rows: list[tuple[str, int, str, bytes]]) -> None:
+    """Whether SQLite's inserts can run beside Python work on the other core: ``rows`` inserted 4,096 at a
+    time in one transaction, a pure Python loop, then both at once (the inserts in a thread)."""
+    def inserts(db: Path) -> None:
+        conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(EVENTS_TABLE)
+        conn.execute("BEGIN")
+        for start in range(0, len(rows), 4096):
+            conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows[start:start + 4096])
+        conn.execute("COMMIT")
+        conn.close()
+
+    def python_work() -> None:
+        x = 0
+        for i in range(20_000_000):
+            x += i * i % 7
+
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-thread-") as d:
+        t0 = time.perf_counter()
+        inserts(Path(d) / "a.db")
+        alone = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        python_work()
+        work = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        writer = threading.Thread(target=inserts, args=(Path(d) / "b.db",))
+        writer.start()
+        python_work()
+        writer.join()
+        both = time.perf_counter() - t0
+    print(f"inserts in a thread beside Python work: inserts {alone:.3f} s, Python {work:.3f} s, "
+          f"sum {alone + work:.3f} s, both at once {both:.3f} s")
+
+
 def batch_sizes(text: str) -> list[tuple[int, int]]:
     """``"200000:40000,1000000:100000"`` -> ``[(200000, 40000), (1000000, 100000)]``."""
     try:
@@ -330,6 +370,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON here")
     ap.add_argument("--resend", action="store_true", help="also time a resend of the lines with op ids (CLI)")
     ap.add_argument("--quick", action="store_true", help="50,000 ops, one repetition, 200 gets")
+    ap.add_argument("--thread-overlap", action="store_true",
+                    help="also time the CLI's event rows inserted in a thread beside Python work, and apart")
     ap.add_argument("--rss-only", action="store_true",
                     help="only the CLI's peak RSS: pmem apply of --ops lines, beside a one-line apply")
     ap.add_argument("--rss-sizes", type=batch_sizes, metavar="LINES:KEYS,...",
@@ -395,6 +437,8 @@ def main() -> None:
     print(f"CLI/raw ratio: {ratio:.2f} (goal >= 0.15; raw = the same event rows into the same table)")
     print(f"CLI/raw-plain ratio: {best['raw-plain'] / best['cli']:.2f} (plain = the input lines, no index)")
     print_sealing(times, args.ops, reads)
+    if args.thread_overlap:
+        print_thread_overlap(rows)
 
     if args.json:
         figures = {
