@@ -68,9 +68,9 @@ class SqliteBackend:
         if str(path) == ":memory:":
             return cls(f"file:pmem-{uuid.uuid4().hex}?mode=memory&cache=shared", ":memory:", None)
         db = str(path)
-        parent = Path(db).expanduser().resolve().parent
-        if not parent.is_dir():
-            raise StoreUnavailable(f"cannot open store {db}: directory {parent} does not exist")
+        why = _unopenable(Path(db).expanduser())
+        if why is not None:
+            raise StoreUnavailable(f"cannot open store {db}: {why}")
         return cls(db, db, Path(db))
 
     @property
@@ -105,6 +105,20 @@ class SqliteBackend:
 
     def embedding_cache_path(self) -> Path | None:
         return self.path  # a table in the store file itself
+
+
+def _unopenable(file: Path) -> str | None:
+    """Why a SQLite store cannot be opened at ``file``, or None (a new store's file need not exist yet)."""
+    try:
+        parent = file.resolve().parent
+        if not parent.is_dir():
+            return f"directory {parent} does not exist"
+        file.stat()
+    except FileNotFoundError:
+        return None  # a new store: its first write makes the file
+    except OSError as e:  # a name too long for the file system, a folder that cannot be searched...
+        return e.strerror or type(e).__name__
+    return None
 
 
 @dataclass(frozen=True)

@@ -156,6 +156,15 @@ def test_an_unopenable_database_is_a_json_error(tmp_path: Path) -> None:
     assert err["error"] == "store unavailable" and "does not exist" in err["detail"]
 
 
+@pytest.mark.parametrize("command", [("get", "k"), ("accept", "k", "v"), ("rebuild",)])
+def test_a_database_name_too_long_for_the_file_system_is_a_json_error_not_an_internal_one(
+        tmp_path: Path, command: tuple[str, ...]) -> None:
+    r = pmem(tmp_path / ("x" * 1000), *command)
+    assert r.returncode == 1, r.stderr
+    err = error(r)
+    assert err["error"] == "store unavailable" and err["detail"].endswith(": File name too long")
+
+
 def test_db_defaults_to_pmem_db_env_then_cwd(tmp_path: Path) -> None:
     import os
 

@@ -96,6 +96,12 @@ def test_a_store_in_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None
         pmem.open(tmp_path / "nope" / "mem.db")
 
 
+@pytest.mark.parametrize("name", ["x" * 300, "x" * 300 + "/mem.db"])  # (found by tests/fuzz/test_fuzz_cli.py)
+def test_a_name_too_long_for_the_file_system_is_a_clear_error(tmp_path: Path, name: str) -> None:
+    with pytest.raises(pmem.StoreUnavailable, match="^cannot open store .*: File name too long$"):
+        pmem.open(tmp_path / name)
+
+
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "mem.db"
     bad.write_bytes(b"this is not sqlite" * 100)
