@@ -252,10 +252,15 @@ def backup(db: str | Path, path: str | Path) -> dict[str, Any]:
     if backend.path is None or not backend.path.is_file():
         raise StoreUnavailable(f"cannot back up {backend.label}: no such store file")
     dest = Path(path)
-    if dest.exists():
+    try:
+        exists, parent = dest.exists(), dest.resolve().parent
+        missing = not parent.is_dir()
+    except OSError as e:  # a name too long for the file system, a folder that cannot be searched...
+        raise InvalidOperation(f"backup target {dest}: {e.strerror or type(e).__name__}", field="path") from None
+    if exists:
         raise InvalidOperation(f"backup target {dest} exists: name a new file", field="path")
-    if not dest.resolve().parent.is_dir():
-        raise InvalidOperation(f"backup target {dest}: directory {dest.resolve().parent} does not exist", field="path")
+    if missing:
+        raise InvalidOperation(f"backup target {dest}: directory {parent} does not exist", field="path")
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
     try:
         last = _backup_to(str(backend.path), str(tmp))

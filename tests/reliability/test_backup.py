@@ -102,6 +102,17 @@ def test_backup_refuses_an_existing_target_and_a_postgresql_store(tmp_path: Path
     assert not (tmp_path / "x.db").exists()
 
 
+def test_backup_to_a_name_too_long_for_the_file_system_is_bad_input(tmp_path: Path) -> None:
+    db = tmp_path / "live.db"
+    with pmem.open(db) as s:
+        s.accept("k", "v")
+    for target in (tmp_path / ("x" * 1000), tmp_path / ("x" * 1000) / "copy.db"):
+        r = subprocess.run([PMEM_BIN, "--db", str(db), "backup", str(target)], capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr  # (was an internal error, exit 70)
+        assert orjson.loads(r.stderr)["detail"].endswith(": File name too long")
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith("live.db")]  # nothing half-written
+
+
 def test_an_export_taken_while_four_writers_run_imports_as_a_gapless_prefix(tmp_path: Path) -> None:
     from pmem.adapters.service.portability import export_lines, import_lines
 
