@@ -159,14 +159,20 @@ def collect_turns(events: Iterable[Mapping[str, Any]], *, skip_key: Callable[[st
 
 def render_turn(text: str, source: str | None = None, observed_at: str | None = None) -> str:
     """A turn as the reader sees it: ``[8 May 2023] Caroline (conv-26:D1:3): text`` (what is known of it)."""
-    when = ""
-    if observed_at:
-        try:
-            d = datetime.fromisoformat(observed_at)
-            when = f"[{d.day} {d.strftime('%B %Y')}] "
-        except ValueError:
-            when = f"[{observed_at}] "
+    when = with_day("", observed_at)
     return f"{when}{source}: {text}" if source else f"{when}{text}"
+
+
+def with_day(line: str, when: str | None) -> str:
+    """``line`` after the day of ``when`` (an ISO-8601 time): ``[8 May 2023] line``; a ``when`` that is
+    not ISO-8601 is shown as it is, and no ``when`` leaves the line alone."""
+    if not when:
+        return line
+    try:
+        d = datetime.fromisoformat(when)
+    except ValueError:
+        return f"[{when}] {line}"
+    return f"[{d.day} {d.strftime('%B %Y')}] {line}"
 
 
 def superseded_turns(turns: Sequence[Turn], supersedes: Mapping[tuple[str, int], int],

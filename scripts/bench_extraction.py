@@ -19,7 +19,8 @@ Then the issue-17 check: the six turns quoted in the issue, ingested the same wa
 the six wrong cells the issue lists. Then question answering side by side, for LoCoMo's single-hop
 (category 4) and temporal (category 2) questions whose evidence lies in the ingested sessions: whether
 the context holds the answer (at least half of the answer's content words), and its tokens, for
-P-Mem's cells, P-Mem's turn mode (supersession pruning), and the raw top-k turns by embedding.
+P-Mem's cells (and the same cells dated: ``read(dated=True)``), P-Mem's turn mode (supersession pruning),
+and the raw top-k turns by embedding.
 
     .venv/bin/python scripts/bench_extraction.py --data PATH/locomo_conv0-4.json [--quick] \\
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
@@ -267,6 +268,7 @@ def qa(store: pmem.Store, sample: dict[str, Any], records: list[Record], session
         qv = emb.embed([q["question"]])[0]
         top = "\n".join(raw[int(i)] for i in np.argsort(-(m @ qv), kind="stable")[:K])
         contexts = {"cells": store.read(q["question"], mode="cells", k=K).context,
+                    "cells (dated)": store.read(q["question"], mode="cells", k=K, dated=True).context,
                     "turns (pruned)": store.read(q["question"], mode="turns", k=K).context,
                     "raw top-k turns": top}
         for mode, ctx in contexts.items():

@@ -195,6 +195,9 @@ def _add_read(p: argparse.ArgumentParser) -> None:
                         "entities it names (offline, no model; 0-6); 'paths' shows them")
     p.add_argument("--iterative", action="store_true",
                    help="multi-hop: up to 3 follow-up lookups planned by the LLM at $PMEM_LLM_BASE ($PMEM_LLM_MODEL)")
+    p.add_argument("--dated", action="store_true",
+                   help="cells mode: each cell after the day its current value was observed, '[25 May 2023] key = "
+                        "value' (turns always show theirs)")
 
 
 def _check_read(args: Args) -> None:
@@ -208,7 +211,7 @@ def _read(args: Args, store: Any) -> None:
     emit(store.read(args.question, mode=args.mode, k=args.k, budget=args.budget,
                     disclose=args.disclose.split(","), as_of=args.as_of, system=args.system,
                     alternatives=args.alternatives, min_trust=args.min_trust, hops=args.hops,
-                    iterative=args.iterative).to_dict())
+                    iterative=args.iterative, dated=args.dated).to_dict())
 
 
 COMMANDS: tuple[Command, ...] = (

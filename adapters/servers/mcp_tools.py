@@ -96,13 +96,15 @@ class Tools:
                                                                "links from the entities it names")] = 0,
              iterative: Annotated[bool, Field(description="let the server's LLM plan up to 3 follow-up "
                                                           "lookups")] = False,
+             dated: Annotated[bool, Field(description="cells: each fact after the day its current value was "
+                                                      "observed (for questions that ask when)")] = False,
              as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """The context to answer a question from: the relevant facts, each claim marked with source and
         trust. Call this before answering anything about the user."""
         alternatives = "all" if all_alternatives else "summary"
         return guarded_call(self.access, ctx, lambda g: _shown(
             g.read(question, namespace, mode, budget, as_of, k=k, min_trust=min_trust, alternatives=alternatives,
-                   hops=hops, iterative=iterative), _read_text))
+                   hops=hops, iterative=iterative, dated=dated), _read_text))
 
     def what_next(self, ctx: Context, k: Annotated[int, Field(ge=1, le=50, description="how many")] = 5,
                   as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:

@@ -36,6 +36,7 @@ from pmem.projections.reading import (
     readable,
     render_cell,
     render_turn,
+    with_day,
 )
 
 if TYPE_CHECKING:
@@ -103,11 +104,13 @@ SHARED_COUNTER = TokenCounter()  # one tokenizer per process, loaded on first co
 @dataclass(frozen=True, slots=True)
 class Policy:
     """How a cells read renders: the disclosures, whether every alternative is listed (``all``) or those
-    below the head's trust only counted (``summary``), and the trust below which versions are left out."""
+    below the head's trust only counted (``summary``), the trust below which versions are left out, and
+    whether each cell shows the day its current value was observed."""
 
     disclose: frozenset[str] = frozenset()
     alternatives: str = "summary"
     min_trust: int | None = None
+    dated: bool = False  # each cell after the day its current value was observed (docs/reading.md#dated-cells)
 
 
 class LookupPlanner(Protocol):
@@ -138,14 +141,16 @@ class Reader:
 
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_L, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None, namespace: str | None = None,
-             alternatives: str = "summary", min_trust: int | None = None, hops: int = 0) -> ReadResult:
+             alternatives: str = "summary", min_trust: int | None = None, hops: int = 0,
+             dated: bool = False) -> ReadResult:
         """The context an agent receives for ``question`` (see the module docstring); ``hops``: cells mode
-        reads the facts along the paths of the multi-hop policy first (docs/reading.md#multi-hop-reading)."""
+        reads the facts along the paths of the multi-hop policy first (docs/reading.md#multi-hop-reading);
+        ``dated``: each cell after the day its current value was observed (turns always show theirs)."""
         if mode not in MODES:
             raise InvalidOperation(f"unknown read mode {mode!r} (expected cells or turns)", field="mode")
         if budget is not None and (isinstance(budget, bool) or budget < 1):
             raise InvalidOperation(f"budget must be a positive number of tokens, got {budget!r}", field="budget")
-        policy = Policy(frozenset(m.strip() for m in disclose if m.strip()), alternatives, min_trust)
+        policy = Policy(frozenset(m.strip() for m in disclose if m.strip()), alternatives, min_trust, dated)
         if mode == "cells":
             return self.read_cells(question, k=k, budget=budget, policy=policy, as_of=as_of, namespace=namespace,
                                    hops=hops)
@@ -186,11 +191,11 @@ class Reader:
         for f in found.facts:
             if f.key in keys or (not self.system and is_system_key(f.key)):
                 continue
-            if policy.disclose or policy.min_trust is not None or f.status == "contested":
+            if policy.disclose or policy.min_trust is not None or policy.dated or f.status == "contested":
                 c = self.store.get(f.key, as_of=as_of, disclose=full, namespace=namespace)
                 if not readable(c, policy.min_trust):
                     continue
-                block = render_cell(c, policy.disclose, alternatives=policy.alternatives, min_trust=policy.min_trust)
+                block = self._block(c, policy, namespace)
             else:
                 block = fact_line(f)
             keys.append(f.key)
@@ -208,13 +213,28 @@ class Reader:
         # marked with source and trust), when a disclosure needs them, or when min_trust must be judged.
         full = policy.disclose or frozenset({"alternatives"})
         fresh = [self.store.get(c.key, as_of=as_of, disclose=full, namespace=namespace)
-                 if policy.disclose or policy.min_trust is not None or c.status == "contested" else c
+                 if policy.disclose or policy.min_trust is not None or policy.dated or c.status == "contested" else c
                  for c in fresh]
         for c in fresh:
             if readable(c, policy.min_trust):
                 keys.append(c.key)
-                blocks.append(render_cell(c, policy.disclose, alternatives=policy.alternatives,
-                                          min_trust=policy.min_trust))
+                blocks.append(self._block(c, policy, namespace))
+
+    def _block(self, cell: CellView, policy: Policy, namespace: str | None) -> str:
+        """One cell as the policy renders it (read with its versions when ``policy.dated``)."""
+        block = render_cell(cell, policy.disclose, alternatives=policy.alternatives, min_trust=policy.min_trust)
+        return with_day(block, self._observed(cell, namespace)) if policy.dated else block
+
+    def _observed(self, cell: CellView, namespace: str | None) -> str | None:
+        """When the cell's current value was observed: the ``observed_at`` of the event that opened its
+        head, else the time that event was recorded; None for an empty cell."""
+        if cell.head is None:
+            return None
+        index = cell.head.opened_at
+        found = self.store.log(after=index - 1, limit=1, namespace=namespace)
+        if not found or found[0]["event_index"] != index:
+            return None
+        return found[0].get("observed_at") or found[0].get("recorded_at")
 
     # -- turns ---------------------------------------------------------------
     def read_turns(self, question: str, *, k: int = DEFAULT_L, budget: int | None = None,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.adapters.service.reads import Reads, checked_as_of, disclosures
+from pmem.adapters.service.reads import Reads, checked_as_of, checked_flag, disclosures
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
 from pmem.domain.operations import checked_count, optional_count, shown, string_problem
 from pmem.projections.graph import EntityGraph, Fact
@@ -67,7 +67,7 @@ class Searches:
     def read(self, memory: Any, question: str, *, mode: str, k: int, budget: int | None,
              disclose: Iterable[str], as_of: int | None, namespace: str | None,
              alternatives: str = "summary", min_trust: int | None = None, hops: int = 0,
-             iterative: bool = False) -> ReadResult:
+             iterative: bool = False, dated: bool = False) -> ReadResult:
         """The context for ``question``, read through ``memory`` (the store: see :mod:`.reader`)."""
         from pmem.adapters.service.reader import MODES, Reader
         from pmem.projections.reading import ALTERNATIVES
@@ -86,7 +86,7 @@ class Searches:
         as_of, ns = checked_as_of(as_of), self.reads.namespace(namespace)
         return Reader(memory, planner=planner).read(
             question, mode=mode, k=k, budget=budget, disclose=disclosures(disclose), as_of=as_of, namespace=ns,
-            alternatives=alternatives, min_trust=min_trust, hops=hops)
+            alternatives=alternatives, min_trust=min_trust, hops=hops, dated=checked_flag(dated, "dated"))
 
     def facts_of(self, subjects: Iterable[str], *, as_of: int | None = None,
                  namespace: str | None = None) -> dict[str, list[Fact]]:

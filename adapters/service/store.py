@@ -170,19 +170,21 @@ class SearchApi(_Parts):
     def read(self, question: str, *, mode: str = "cells", k: int = DEFAULT_K, budget: int | None = None,
              disclose: Iterable[str] = (), as_of: int | None = None,
              namespace: str | None = None, system: bool = False, alternatives: str = "summary",
-             min_trust: int | None = None, hops: int = 0, iterative: bool = False) -> ReadResult:
+             min_trust: int | None = None, hops: int = 0, iterative: bool = False,
+             dated: bool = False) -> ReadResult:
         """The context string an agent receives for ``question`` (cells or turns), with its size in
         characters and tokens; see :mod:`pmem.adapters.service.reader`. P-Mem's own cells only with ``system``.
         Alternatives below the head's trust are counted, not listed, unless ``alternatives="all"``; versions
         (and turns) below ``min_trust`` are left out. ``hops``: also the facts along the question's relations
         followed up to ``hops`` links from the entities it names (offline); ``iterative``: up to 3 follow-up
-        lookups an LLM plans (``PMEM_LLM_BASE``); either way ``paths`` says what was followed."""
+        lookups an LLM plans (``PMEM_LLM_BASE``); either way ``paths`` says what was followed. ``dated``: each
+        cell after the day its current value was observed, ``[25 May 2023] key = value`` (turns always are)."""
         from pmem.adapters.service.reader import WithSystemCells
 
         memory = WithSystemCells(self) if checked_flag(system, "system") else self
         return self._searches.read(memory, question, mode=mode, k=k, budget=budget, disclose=disclose,
                                    as_of=as_of, namespace=namespace, alternatives=alternatives,
-                                   min_trust=min_trust, hops=hops, iterative=iterative)
+                                   min_trust=min_trust, hops=hops, iterative=iterative, dated=dated)
 
     def graph(self, *, as_of: int | None = None, namespace: str | None = None, embed: bool = False,
               threshold: float | None = None, system: bool = False) -> EntityGraph:

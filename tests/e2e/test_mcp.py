@@ -6,6 +6,7 @@ through it: the trust cap, namespaces, read-only, revocation, and that bad input
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -149,6 +150,8 @@ def test_stdio_tools_remember_get_cap_namespace_resource_as_of_and_bad_input(key
             assert (text(now), text(then)) == ("5k_pb = 24:59", "5k_pb = 25:50")
             read = await s.call_tool("read", {"question": "what is my 5k pb?", "k": 1})
             assert text(read) == "5k_pb = 24:59" and read.structured_content["items"] == ["5k_pb"]
+            dated = await s.call_tool("read", {"question": "what is my 5k pb?", "k": 1, "dated": True})
+            assert re.fullmatch(r"\[\d{1,2} [A-Z][a-z]+ \d{4}\] 5k_pb = 24:59", text(dated)), text(dated)
             await s.call_tool("apply", {"operations": [{"op": "contest", "key": "home city", "value": f"Evil {i}",
                                                          "trust": 10} for i in range(30)]})
             flooded = "home_city = Porto (agent-a, trust 60)  [contested: +30 lower-trust claims]"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_cli import error, ok, pmem
 
 READ_FIELDS = {"question", "mode", "context", "chars", "tokens", "items", "pruned", "lookups", "gated"}
@@ -39,6 +41,14 @@ def test_read_turns_prunes_the_superseded_turn_for_a_current_value_question(db_p
     assert r["gated"] and r["pruned"] == ["1"] and "27:12" not in r["context"]
 
 
+def test_read_dated_puts_each_cell_after_the_day_its_value_was_observed(db_path: Path) -> None:
+    ok(db_path, "accept", "home city", "Porto", "--observed-at", "2023-05-08T13:56:00")
+    (r,) = ok(db_path, "read", "home city", "-k", "1", "--dated")
+    assert r["context"] == "[8 May 2023] home_city = Porto"
+    (r,) = ok(db_path, "read", "home city", "-k", "1")
+    assert r["context"] == "home_city = Porto"
+
+
 def test_read_budget_caps_the_tokens(db_path: Path) -> None:
     seed(db_path)
     (r,) = ok(db_path, "read", "5k pb", "--budget", "10")
@@ -61,7 +71,9 @@ def test_help_lists_read() -> None:
     assert "--mode" in out and "--budget" in out and "--disclose" in out
 
 
-def test_the_docs_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("heading", ["# Reading: the context an agent receives", "## Dated cells"])
+def test_the_docs_read_walkthroughs_print_what_they_show(tmp_path: Path, heading: str) -> None:
+    """The first console block after ``heading`` in docs/reading.md, run on a fresh store."""
     import json
     import os
     import re
@@ -71,7 +83,7 @@ def test_the_docs_read_walkthrough_prints_what_it_shows(tmp_path: Path) -> None:
     from tests.conftest import PMEM_BIN, ROOT
 
     readme = (ROOT / "docs" / "reading.md").read_text()
-    start = readme.index("# Reading: the context an agent receives")
+    start = readme.index(heading + "\n")
     console = re.compile(r"```console\n(.*?)```", re.S).search(readme, start)
     assert console is not None
     env = {**os.environ, "PMEM_DB": str(tmp_path / "mem.db")}

@@ -4,6 +4,7 @@ processes on one store, and the ``--insecure-local`` rules."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ def test_every_read_route_answers_the_cli_shapes(served: Served) -> None:
         assert len(hits) == 2 and all(h["namespace"] == "a2" for h in hits) and "score" in hits[0]
         read = c.post("/v1/read", params=ns, json={"question": "what is k2?", "budget": 100}).json()
         assert "k2 = v2" in read["context"] and read["mode"] == "cells"
+        dated = c.post("/v1/read", params=ns, json={"question": "what is k2?", "k": 1, "dated": True}).json()
+        assert re.fullmatch(r"\[\d{1,2} [A-Z][a-z]+ \d{4}\] k\d = v\d", dated["context"]), dated
         log = c.get("/v1/log", params={**ns, "limit": 3}).json()
         assert [e["key"] for e in log] == ["k0", "k1", "k2"] and all(e["source"] == "agent-a" for e in log)
         assert c.get("/v1/log", params={**ns, "after": log[-1]["event_index"]}).json()[0]["key"] == "k3"

@@ -14,6 +14,7 @@ from pmem.projections.reading import (
     render_turn,
     superseded_turns,
     tail_that_fits,
+    with_day,
 )
 
 
@@ -188,3 +189,11 @@ def test_a_turn_is_rendered_with_its_date_and_who_said_it() -> None:
         "[15 April 2023] Andrew (x:D1:1): I started a new job as a Financial Analyst last week")
     assert render_turn("hello") == "hello"
     assert render_turn("hello", None, "yesterday") == "[yesterday] hello"
+
+
+def test_with_day_puts_a_line_after_the_day_of_an_iso_time_and_leaves_other_times_as_given() -> None:
+    assert with_day("k = v", "2023-05-25T13:56:00") == "[25 May 2023] k = v"
+    assert with_day("k = v", "2026-12-03T07:28:01.555078+00:00") == "[3 December 2026] k = v"
+    assert with_day("k = v", "2023-05-08") == "[8 May 2023] k = v"
+    assert with_day("k = v", "last spring") == "[last spring] k = v"
+    assert with_day("k = v", None) == with_day("k = v", "") == "k = v"
