@@ -105,8 +105,11 @@ class Reads:
         if limit == 0 or after >= MAX_INDEX:
             return out
         start = after + 1
+        # A page as big as the limit, doubling while other namespaces' events fill it: each page's
+        # keys are read again, so reading a whole page for a few events costs more than the events.
+        page = LOG_PAGE if limit is None else min(LOG_PAGE, limit)
         while True:
-            rows = self.w.events.rows(start, as_of, LOG_PAGE)
+            rows = self.w.events.rows(start, as_of, page)
             self.w.events.keys.refresh(r[1] for r in rows)
             for row in rows:
                 d = logged(row, self.w.events.keys)
@@ -114,9 +117,9 @@ class Reads:
                     out.append(d)
                     if limit is not None and len(out) >= limit:
                         return out
-            if len(rows) < LOG_PAGE:
+            if len(rows) < page:
                 return out
-            start = rows[-1][0] + 1
+            start, page = rows[-1][0] + 1, min(LOG_PAGE, page * 2)
 
     def last_index(self) -> int:
         return int(self.w.events.last_index())
