@@ -223,12 +223,13 @@ class Reader:
     def _block(self, cell: CellView, policy: Policy, namespace: str | None) -> str:
         """One cell as the policy renders it (read with its versions when ``policy.dated``)."""
         block = render_cell(cell, policy.disclose, alternatives=policy.alternatives, min_trust=policy.min_trust)
-        return with_day(block, self._observed(cell, namespace)) if policy.dated else block
+        return with_day(block, self._observed(cell, policy, namespace)) if policy.dated else block
 
-    def _observed(self, cell: CellView, namespace: str | None) -> str | None:
+    def _observed(self, cell: CellView, policy: Policy, namespace: str | None) -> str | None:
         """When the cell's current value was observed: the ``observed_at`` of the event that opened its
-        head, else the time that event was recorded; None for an empty cell."""
-        if cell.head is None:
+        head, else the time that event was recorded; None for an empty cell, or a head below ``min_trust``
+        (which the line does not show)."""
+        if cell.head is None or policy.min_trust is not None and cell.head.trust < policy.min_trust:
             return None
         index = cell.head.opened_at
         found = self.store.log(after=index - 1, limit=1, namespace=namespace)

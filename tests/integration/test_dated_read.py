@@ -39,6 +39,15 @@ def test_an_update_dates_the_new_value_a_support_keeps_the_day_and_as_of_reads_t
     assert line.startswith("[7 June 2023] home = Lyon (") and "[contested: Paris (" in line
 
 
+def test_a_head_below_min_trust_is_not_dated_as_it_is_not_shown(store: pmem.Store) -> None:
+    store.accept("home", "Porto", trust=20, observed_at="2023-01-02T09:00:00")
+    store.contest("home", "Lyon", trust=60, observed_at="2023-03-04T09:00:00")
+    (line,) = lines(store, "where is home?", dated=True, min_trust=50)
+    assert line.startswith("home = (no claim with trust >= 50)  [contested: Lyon (") and "2023" not in line
+    (line,) = lines(store, "where is home?", dated=True, min_trust=20)
+    assert line.startswith("[2 January 2023] home = Porto (")
+
+
 def test_dated_must_be_true_or_false(store: pmem.Store) -> None:
     with pytest.raises(InvalidOperation, match="dated must be true or false"):
         store.read("where is home?", dated="yes")  # type: ignore[arg-type]
