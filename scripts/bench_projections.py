@@ -27,7 +27,9 @@
    here); ``--queries`` top-12 searches, for ``flat`` and ``hnsw``, p50/p99, through
    ``VectorSearch.search`` (catch-up check, eligible set, query embedding, ranking), through
    ``top_cells`` alone (the ranking, query vector given) and through ``Store.search`` (plus reading
-   the 12 cells); also searches as of half the log (a set below the head, read once and kept) and,
+   the 12 cells); ``Store.read`` of the same queries (the cells context, k=12), undated and dated
+   (``dated=True``: one log read per cell, docs/reading.md#dated-cells); also searches as of half the
+   log (a set below the head, read once and kept) and,
    flat only, a search right after one new event (``--after-write`` of them). Baseline: numpy brute
    force ``matrix @ q`` + ``argpartition`` over the same vectors, timed in its own block after the
    others (see ``time_paths`` for why not query by query in turn). Recall@12: flat against an exact
@@ -289,6 +291,8 @@ def time_paths(store: pmem.Store, vs: Any, queries: list[str], qv: Any, half: in
         "vector_search": lambda i: vs.search(queries[i], 12, None, "default"),
         "ranking_only": lambda i: top_cells(index, qv[i], head, 12),
         "store_search": lambda i: store.search(queries[i], 12),
+        "store_read": lambda i: store.read(queries[i]),
+        "store_read_dated": lambda i: store.read(queries[i], dated=True),
         "vector_search_as_of_half": lambda i: vs.search(queries[i], 12, half, "default"),
         "numpy_brute_force": lambda i: np.argpartition(-(matrix @ qv[i]), 12)[:12],
     }
