@@ -126,28 +126,31 @@ def _observed(chunks: list[list[Operation]], look: Callable[[], None]) -> Iterat
     look()
 
 
+def _probed(chunks: list[list[Operation]], look: Callable[[], None]) -> Iterator[list[Operation]]:
+    """The chunks with a one-operation chunk on a cell of its own between each two, calling ``look`` once
+    that probe has run: the stream bounds its cells when it has the next chunk in hand, before running
+    it, and the probe unpacks none of them, so ``look`` sees what the bound packed."""
+    for n, chunk in enumerate(chunks):
+        if n:
+            yield [Operation("accept", "default", "probe", "p", Evidence())]
+            look()
+        yield chunk
+
+
 @pytest.mark.parametrize("packed_bytes", [1 << 30, 6_000])  # all cells kept packed; or most evicted again
 def test_cells_packed_between_chunks_decide_as_cells_held_or_read_again(store: pmem.Store, backend: Backend,
-                                                                          packed_bytes: int,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                          packed_bytes: int) -> None:
     chunks = [_mixed(n * 80, 80) for n in range(12)]
     with pmem.open(backend.new_url()) as one:
-        expected = [r.to_dict() for r in one.apply([op for c in chunks for op in c])]
+        expected = [r.to_dict() for r in one.apply([op for c in _probed(chunks, lambda: None) for op in c])]
         expected_log = [{k: v for k, v in e.items() if k != "recorded_at"} for e in one.log()]
         expected_cells = {c.key: (c.value, c.status, c.alternatives) for c in one.frontier()}
     log = store.log_store
     log.stream_cached_events = 60  # past 60 events held, the cells are packed (or read again) between chunks
     log._packed.limit = packed_bytes
     packed_seen: list[int] = []  # the cells packed between each chunk and the next
-    bound = log._bound_stream_cache
-
-    def bound_and_look() -> None:
-        bound()
-        packed_seen.append(len(log._packed))
-
-    monkeypatch.setattr(log, "_bound_stream_cache", bound_and_look)
     got: list[pmem.Receipt] = []
-    store.apply_stream(iter(chunks), got.extend)
+    store.apply_stream(_probed(chunks, lambda: packed_seen.append(len(log._packed))), got.extend)
     assert [r.to_dict() for r in got] == expected
     assert [{k: v for k, v in e.items() if k != "recorded_at"} for e in store.log()] == expected_log
     assert {c.key: (c.value, c.status, c.alternatives) for c in store.frontier()} == expected_cells
