@@ -300,6 +300,46 @@ def _value_not_durable(value: str) -> str | None:
     return None
 
 
+FAMILY_SLOTS = frozenset(words("family families relatives household"))
+"""Attributes that name who someone's family is: their value names people."""
+KIN = frozenset(words("""husband wife spouse partner fiance fiancee kid kids child children son sons daughter daughters
+baby babies mom mum mother dad father parent parents brother brothers sister sisters sibling siblings twin twins
+grandma grandpa grandmother grandfather grandparent grandparents grandchild grandchildren grandson granddaughter
+aunt uncle cousin cousins niece nephew stepson stepdaughter stepmom stepdad in-laws boyfriend girlfriend
+pet pets dog dogs cat cats"""))
+"""Words for family members (and the pets a family counts): a family value names one of them, or someone by name."""
+JOB_SLOTS = frozenset(words("job work occupation profession employment"))
+"""Attributes that name what someone works as: their value names a role or an employer."""
+ROLE_ENDINGS = ("er", "or", "ist", "yst", "ian", "ant", "ent", "ee", "eer", "ive", "ary", "ier")
+ROLES = frozenset(words("""nurse chef cook coach judge clerk nanny model pilot poet artist author editor dentist
+surgeon doctor lawyer engineer scientist teacher student intern volunteer mom mother dad father parent cop
+analyst therapist counselor counsellor barista architect designer developer programmer accountant"""))
+"""Role nouns the endings above miss (``nurse``, ``chef``) or that should never depend on them."""
+WORKPLACES = frozenset(words("""school hospital clinic office company firm bank store shop restaurant cafe bakery
+factory farm lab laboratory university college agency studio startup hotel church library museum gym salon garage
+newspaper magazine government army navy police"""))
+"""Places of work: a job value that names one describes the job ("teach chemistry at a high school")."""
+
+
+def type_problem(attribute: str, value: str) -> str | None:
+    """Why a value is not of the kind its slot holds: a value that only repeats its attribute
+    (``hand_painted_bowl = my hand-painted bowl``), a family slot whose value names nobody ("camping",
+    "family time"), or a job slot whose value is an activity or event rather than a role, a place of
+    work or an employer ("swimming with the kids", "charity race"). Other slots are untyped."""
+    slot = set(words(attribute.replace("_", " ")))
+    said = words(value)
+    if content(value) and content(value) <= slot:
+        return f"wrong type: the value {value[:40]!r} only repeats its attribute"
+    named = any(w[:1].isupper() for w in value.split()[1:]) or value[:1].isupper() and len(said) <= 3
+    if slot & FAMILY_SLOTS and not (set(said) & KIN or named):
+        return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
+    if slot & JOB_SLOTS and said and not named:
+        role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in content(value))
+        if said[0].endswith("ing") or not role:
+            return f"wrong type: a job slot's value names a role, a workplace or an employer; {value[:40]!r} does not"
+    return None
+
+
 def vocative_problem(value: str, said: Utterance) -> str | None:
     """Why a value that is only the listener's name ("Thanks, Caroline, ...") is no fact: it is how the
     speaker addresses them."""
@@ -314,7 +354,7 @@ def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     problem = (attribute_problem(c.attribute, c.value, text)
                or value_problem(c.value, text, c.evidence)
                or speech_problem(c.value, text, c.evidence) or resolve_subject(c.subject, said, text)[1]
-               or durable_problem(c.attribute, c.value) or None)
+               or durable_problem(c.attribute, c.value) or type_problem(c.attribute, c.value) or None)
     if problem is None and said is not None:
         problem = vocative_problem(c.value, said)
     if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:

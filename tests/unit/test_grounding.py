@@ -15,6 +15,7 @@ from pmem.domain.extraction.grounding import (
     numbers,
     resolve_subject,
     states_nothing,
+    type_problem,
     value_problem,
 )
 from pmem.domain.extraction.llm_output import parse_grounded
@@ -225,3 +226,50 @@ def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
         "ungrounded: the value's pronoun 'her' is not in the record (a paraphrase)")
     assert value_problem("doing my best", text) is None
     assert value_problem("her garden", "Nora showed me her garden.") is None  # the record's own pronoun
+
+
+@pytest.mark.parametrize("attribute, value", [
+    ("family", "husband and kids"),
+    ("family", "2 younger kids"),
+    ("family", "Pepper, Precious and Panda"),  # names
+    ("family_members", "my mom and my sister"),
+    ("job", "Financial Analyst"),
+    ("job", "nurse at the city hospital"),
+    ("work", "teach chemistry at a high school"),  # a place of work describes the job
+    ("job", "Google"),  # an employer
+    ("job", "single parent"),
+    ("events", "school event"),  # adds a word to its attribute: not a repeat
+    ("hobbies", "painting"),  # an untyped slot
+])
+def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
+    assert type_problem(attribute, value) is None
+
+
+@pytest.mark.parametrize("attribute, value, why", [
+    # Written by the local model on LoCoMo sessions 1-4 (docs/benchmarks.md) and judged wrong there.
+    ("family", "camping", "a family slot's value names family members; 'camping' names none"),
+    ("family", "family moments", "names none"),
+    ("family", "family time", "names none"),
+    ("family", "loved ones", "names none"),
+    ("work", "swimming with the kids", "a job slot's value names a role, a workplace or an employer"),
+    ("work", "charity race", "'charity race' does not"),
+    ("work", "working with trans people", "does not"),
+    ("hand_painted_bowl", "my hand-painted bowl", "the value 'my hand-painted bowl' only repeats its attribute"),
+])
+def test_a_value_not_of_its_slots_kind_is_the_wrong_type(attribute: str, value: str, why: str) -> None:
+    problem = type_problem(attribute, value)
+    assert problem is not None and problem.startswith("wrong type: ") and why in problem
+
+
+def test_a_wrong_type_is_dropped_with_its_reason_on_the_receipt_and_the_right_fact_kept() -> None:
+    text = "I ran a charity race for mental health last Saturday with my husband and kids."
+    answer = json.dumps({"facts": [
+        {"subject": "Nora", "attribute": "work", "value": "charity race", "evidence": "I ran a charity race"},
+        {"subject": "Nora", "attribute": "family", "value": "husband and kids", "evidence": "my husband and kids"},
+        {"subject": "Nora", "attribute": "events", "value": "charity race for mental health",
+         "evidence": "I ran a charity race for mental health"}]})
+    x = parse_grounded(answer, 2, text, NORA)
+    assert [(f.key, f.value) for f in x.facts] == [("nora.family", "husband and kids"),
+                                                     ("nora.events", "charity race for mental health")]
+    assert x.dropped == ("fact 1 (key 'work'): wrong type: a job slot's value names a role, a workplace or an "
+                         "employer; 'charity race' does not",)
