@@ -334,10 +334,19 @@ def type_problem(attribute: str, value: str) -> str | None:
     if slot & FAMILY_SLOTS and not (set(said) & KIN or named):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
     if slot & JOB_SLOTS and said and not named:
-        role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in content(value))
-        if said[0].endswith("ing") or not role:
+        role = any(w in ROLES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in _heads(value))
+        if said[0].endswith("ing") or not (role or content(value) & WORKPLACES):
             return f"wrong type: a job slot's value names a role, a workplace or an employer; {value[:40]!r} does not"
     return None
+
+
+_PHRASE_BREAK = re.compile(r"\s*(?:,|;|/|\b(?:and|or|at|in|for|with|of|from|on|by)\b)\s*", re.I)
+
+
+def _heads(value: str) -> list[str]:
+    """The last word of each phrase of ``value`` (cut at commas, ``and``/``or`` and prepositions): the word a
+    phrase is about ("nurse" in "nurse at the city hospital", "conference" in "transgender conference")."""
+    return [ws[-1] for part in _PHRASE_BREAK.split(value) if (ws := words(part))]
 
 
 def vocative_problem(value: str, said: Utterance) -> str | None:
