@@ -211,19 +211,22 @@ def rebuild_in_fresh_process(path: Path) -> dict[str, Any]:
     """``rebuild("frontier")`` run by a new process that only opens the store, as ``pmem rebuild``
     does: its peak RSS and its workers' are the rebuild's own (a worker started by this large
     process would report this process's RSS as its peak: ``ru_maxrss`` keeps the high-water mark of
-    the memory it shared before ``exec``)."""
+    the memory it shared before ``exec``; so the rebuilding process reports ``VmHWM``, which starts
+    afresh at ``exec``)."""
     r = subprocess.run([sys.executable, __file__, "--rebuilder", str(path)], check=True, capture_output=True)
     return dict(json.loads(r.stdout))
 
 
 def rebuilder(path: Path) -> dict[str, Any]:
     """Run in the fresh rebuilding process."""
+    from bench_portability import peak_rss_mb  # scripts/ is this script's import path
+
     with pmem.open(path) as store:
         projection = store.frontier_projection
         r = store.rebuild("frontier")
         return {"events": r["events"], "seconds": r["seconds"],
                 "processes": projection._workers(r["events"], projection._store_path()),
-                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+                "peak_rss_mb": round(peak_rss_mb()),  # VmHWM: this process's own, not its parent's before exec
                 "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)}
 
 
