@@ -310,15 +310,19 @@ pet pets dog dogs cat cats"""))
 """Words for family members (and the pets a family counts): a family value names one of them, or someone by name."""
 JOB_SLOTS = frozenset(words("job work occupation profession employment"))
 """Attributes that name what someone works as: their value names a role or an employer."""
-ROLE_ENDINGS = ("er", "or", "ist", "yst", "ian", "ant", "ent", "ee", "eer", "ive", "ary", "ier")
+ROLE_ENDINGS = ("er", "or", "ist", "yst", "ian", "ant", "eer", "ier")
+"""Endings of role nouns (``manager``, ``actor``, ``florist``, ``analyst``, ``librarian``, ``assistant``,
+``engineer``, ``cashier``). Not ``-ent``, ``-ive``, ``-ary`` or ``-ee``: ``event``, ``creative``, ``library``
+and ``coffee`` end so too; the roles among them are in :data:`ROLES`."""
 ROLES = frozenset(words("""nurse chef cook coach judge clerk nanny model pilot poet artist author editor dentist
 surgeon doctor lawyer engineer scientist teacher student intern volunteer mom mother dad father parent cop
-analyst therapist counselor counsellor barista architect designer developer programmer accountant"""))
-"""Role nouns the endings above miss (``nurse``, ``chef``) or that should never depend on them."""
+analyst therapist counselor counsellor barista architect designer developer programmer accountant agent
+president resident employee trainee referee executive detective representative secretary"""))
+"""Role nouns the endings above miss (``nurse``, ``chef``, ``student``) or that should never depend on them."""
 WORKPLACES = frozenset(words("""school hospital clinic office company firm bank store shop restaurant cafe bakery
 factory farm lab laboratory university college agency studio startup hotel church library museum gym salon garage
 newspaper magazine government army navy police"""))
-"""Places of work: a job value that names one describes the job ("teach chemistry at a high school")."""
+"""Places of work: a job value whose phrase ends in one describes the job ("teach chemistry at a high school")."""
 
 
 def type_problem(attribute: str, value: str) -> str | None:
@@ -330,12 +334,14 @@ def type_problem(attribute: str, value: str) -> str | None:
     said = words(value)
     if content(value) and content(value) <= slot:
         return f"wrong type: the value {value[:40]!r} only repeats its attribute"
-    named = any(w[:1].isupper() for w in value.split()[1:]) or value[:1].isupper() and len(said) <= 3
+    shown = value.split()  # a capital past the first word, or a one-word value in capitals: a name
+    named = any(w[:1].isupper() for w in shown[1:]) or len(shown) == 1 and value[:1].isupper()
     if slot & FAMILY_SLOTS and not (set(said) & KIN or named):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
     if slot & JOB_SLOTS and said and not named:
-        role = any(w in ROLES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in _heads(value))
-        if said[0].endswith("ing") or not (role or content(value) & WORKPLACES):
+        heads = _heads(value)
+        role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in heads)
+        if said[0].endswith("ing") or not role:
             return f"wrong type: a job slot's value names a role, a workplace or an employer; {value[:40]!r} does not"
     return None
 

@@ -238,6 +238,8 @@ def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
     ("work", "teach chemistry at a high school"),  # a place of work describes the job
     ("job", "Google"),  # an employer
     ("job", "single parent"),
+    ("job", "student at a college"),
+    ("job", "Lisbon"),  # one word in capitals: a name (an employer or a place of work)
     ("events", "school event"),  # adds a word to its attribute: not a repeat
     ("hobbies", "painting"),  # an untyped slot
 ])
@@ -255,6 +257,8 @@ def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
     ("work", "charity race", "'charity race' does not"),
     ("work", "working with trans people", "does not"),
     ("work", "transgender conference", "does not"),  # "transgender" ends like a role noun: not the head
+    ("work", "school event", "does not"),  # "event" ends like "student": not a role ending
+    ("family", "Family time", "names none"),  # a capital at the start is not a name
     ("hand_painted_bowl", "my hand-painted bowl", "the value 'my hand-painted bowl' only repeats its attribute"),
 ])
 def test_a_value_not_of_its_slots_kind_is_the_wrong_type(attribute: str, value: str, why: str) -> None:
