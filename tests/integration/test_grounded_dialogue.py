@@ -176,3 +176,43 @@ def test_moods_thanks_agreement_sentences_and_paraphrases_are_not_written(store:
         (2, "not durable: the value is the listener's name (a form of address)"),
         (2, "ungrounded: the value's words are not in the record"),  # "Iker gives others hope": Iker is not said
     ]
+
+
+SLOTS = {"sample_id": "slots", "conversation": {
+    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "9:15 am on 16 March, 2024",
+    "session_1": [
+        {"speaker": "Nora", "dia_id": "D1:1",
+         "text": "Last Saturday I ran a charity race with my husband and our two boys. Family time is the best."},
+        {"speaker": "Iker", "dia_id": "D1:2",
+         "text": "I work as a sound engineer, I still play my old guitar, and next month I'm going camping by "
+                 "the lake."},
+    ]}}
+"""A conversation the project wrote itself, in LoCoMo's shape, for the typed slots."""
+
+
+def test_a_value_of_another_kind_than_its_slot_is_not_written_and_the_receipt_says_so(store: pmem.Store) -> None:
+    """The kinds of answer the local model gave on LoCoMo sessions 1-5: an event or an activity under `work`,
+    an outing or a remark under `family`, a value that only repeats its key; next to the right facts."""
+    slot_answers = {
+        1: [answer(("I", "work", "charity race", "I ran a charity race"),
+                   ("I", "family", "Family time", "Family time is the best."),
+                   ("I", "family", "husband and our two boys", "with my husband and our two boys"),
+                   ("I", "events", "charity race", "I ran a charity race"))],
+        2: [answer(("I", "family", "camping", "I'm going camping by the lake"),
+                   ("I", "job", "sound engineer", "I work as a sound engineer"),
+                   ("I", "old_guitar", "my old guitar", "I still play my old guitar"),
+                   ("I", "plans", "camping by the lake", "next month I'm going camping by the lake"))],
+    }
+    receipts, _ = ingest(store, SLOTS, slot_answers)
+    assert {c.key: c.value for c in store.frontier()} == {
+        "nora.family": "husband and our two boys", "nora.events": "charity race",
+        "iker.job": "sound engineer", "iker.plans": "camping by the lake"}
+    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    assert dropped == [
+        (1, "wrong type: a family slot's value names family members; 'Family time' names none"),
+        (1, "wrong type: a job slot's value names a role, a workplace or an employer; 'charity race' does not"),
+        (2, "wrong type: a family slot's value names family members; 'camping' names none"),
+        (2, "wrong type: the value 'my old guitar' only repeats its attribute"),
+    ]
+    logged = {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
+    assert logged == {reason for _, reason in dropped}
