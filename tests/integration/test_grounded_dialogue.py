@@ -30,6 +30,13 @@ def answer(*facts: tuple[str, str, str, str]) -> str:
     return json.dumps({"facts": [{"subject": s, "attribute": a, "value": v, "evidence": e} for s, a, v, e in facts]})
 
 
+def conversation(sample_id: str, when: str, *turns: tuple[str, str]) -> dict[str, Any]:
+    """One session between Nora and Iker in LoCoMo's shape: ``(speaker, text)`` turns, numbered D1:1, D1:2, ..."""
+    session = [{"speaker": who, "dia_id": f"D1:{n}", "text": text} for n, (who, text) in enumerate(turns, 1)]
+    return {"sample_id": sample_id, "conversation": {"speaker_a": "Nora", "speaker_b": "Iker",
+                                                     "session_1_date_time": when, "session_1": session}}
+
+
 class Replay:
     """One LlmExtractor per record number, each asking a real OpenAI-compatible server on 127.0.0.1
     (tests/chat_server.py) under a model name of its own, which answers it the recorded answers in turn
@@ -53,17 +60,13 @@ class Replay:
         return self.extractors.get(record, self.never).extract(text, record, said)
 
 
-INVENTED = {"sample_id": "inv", "conversation": {
-    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "10:05 am on 3 March, 2024",
-    "session_1": [
-        {"speaker": "Nora", "dia_id": "D1:1",
-         "text": "I started a new job as a nurse at the city hospital last month."},
-        {"speaker": "Iker", "dia_id": "D1:2", "text": "Congrats on the new job!"},
-        {"speaker": "Iker", "dia_id": "D1:3",
-         "text": "Thanks for asking! My cats are Miso and Tofu, I've had them for 2 years."},
-        {"speaker": "Nora", "dia_id": "D1:4", "text": "Sweet names! Do you have a favorite bird?"},
-        {"speaker": "Iker", "dia_id": "D1:5", "text": "Herons have always fascinated me."},
-    ]}}
+INVENTED = conversation(
+    "inv", "10:05 am on 3 March, 2024",
+    ("Nora", "I started a new job as a nurse at the city hospital last month."),
+    ("Iker", "Congrats on the new job!"),
+    ("Iker", "Thanks for asking! My cats are Miso and Tofu, I've had them for 2 years."),
+    ("Nora", "Sweet names! Do you have a favorite bird?"),
+    ("Iker", "Herons have always fascinated me."))
 """A conversation the project wrote itself, in LoCoMo's shape (not LoCoMo text)."""
 
 RECORDED = {
@@ -138,15 +141,11 @@ def test_the_issue_slice_with_the_answers_that_wrote_six_wrong_cells_writes_none
     assert read.pruned == ()
 
 
-MOODS = {"sample_id": "moods", "conversation": {
-    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "6:30 pm on 9 March, 2024",
-    "session_1": [
-        {"speaker": "Nora", "dia_id": "D1:1",
-         "text": "I'm so happy today! I moved to Lisbon last week and I teach chemistry at a high school."},
-        {"speaker": "Iker", "dia_id": "D1:2",
-         "text": "I totally agree, Nora, moving is hard. Your words mean a lot to me. I'll keep sharing my story "
-                 "to give others hope. I play the cello in a small orchestra."},
-    ]}}
+MOODS = conversation(
+    "moods", "6:30 pm on 9 March, 2024",
+    ("Nora", "I'm so happy today! I moved to Lisbon last week and I teach chemistry at a high school."),
+    ("Iker", "I totally agree, Nora, moving is hard. Your words mean a lot to me. I'll keep sharing my story "
+             "to give others hope. I play the cello in a small orchestra."))
 """A conversation the project wrote itself, in LoCoMo's shape, for the durable-fact rules."""
 
 
@@ -178,15 +177,10 @@ def test_moods_thanks_agreement_sentences_and_paraphrases_are_not_written(store:
     ]
 
 
-SLOTS = {"sample_id": "slots", "conversation": {
-    "speaker_a": "Nora", "speaker_b": "Iker", "session_1_date_time": "9:15 am on 16 March, 2024",
-    "session_1": [
-        {"speaker": "Nora", "dia_id": "D1:1",
-         "text": "Last Saturday I ran a charity race with my husband and our two boys. Family time is the best."},
-        {"speaker": "Iker", "dia_id": "D1:2",
-         "text": "I work as a sound engineer, I still play my old guitar, and next month I'm going camping by "
-                 "the lake."},
-    ]}}
+SLOTS = conversation(
+    "slots", "9:15 am on 16 March, 2024",
+    ("Nora", "Last Saturday I ran a charity race with my husband and our two boys. Family time is the best."),
+    ("Iker", "I work as a sound engineer, I still play my old guitar, and next month I'm going camping by the lake."))
 """A conversation the project wrote itself, in LoCoMo's shape, for the typed slots."""
 
 
