@@ -331,16 +331,15 @@ def type_problem(attribute: str, value: str) -> str | None:
     "family time"), or a job slot whose value is an activity or event rather than a role, a place of
     work or an employer ("swimming with the kids", "charity race"). Other slots are untyped."""
     slot = set(words(attribute.replace("_", " ")))
-    said = words(value)
-    if content(value) and content(value) <= slot:
+    said, meant = words(value), content(value)
+    if meant and meant <= slot:
         return f"wrong type: the value {value[:40]!r} only repeats its attribute"
     shown = value.split()  # a capital past the first word, or a one-word value in capitals: a name
     named = any(w[:1].isupper() for w in shown[1:]) or len(shown) == 1 and value[:1].isupper()
     if slot & FAMILY_SLOTS and not (set(said) & KIN or named):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
     if slot & JOB_SLOTS and said and not named:
-        heads = _heads(value)
-        role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in heads)
+        role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in _heads(value))
         if said[0].endswith("ing") or not role:
             return f"wrong type: a job slot's value names a role, a workplace or an employer; {value[:40]!r} does not"
     return None
