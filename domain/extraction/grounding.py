@@ -208,6 +208,33 @@ def addressed_problem(value: str, text: str, evidence: str | None = None) -> str
     return None
 
 
+_OTHERS = frozenset(("your", "his", "her", "their", "those", "these"))
+_BETWEEN_KIN = frozenset(words("and or both little young younger old older own new"))
+
+
+def others_kin_problem(attribute: str, value: str, text: str, evidence: str | None = None) -> str | None:
+    """Why a speaker's family value names someone else's family: every mention of its family words in the
+    sentences it comes from belongs to "your", "his", "her", "their", "those" or "these" (reading back over
+    other family words, "and", numbers and a few adjectives: "your husband and two kids"). "Creating a family
+    for those kids is so lovely", said to a friend who means to adopt, names none of the speaker's."""
+    kin = set(words(value)) & KIN
+    if not kin or not set(words(attribute.replace("_", " "))) & FAMILY_SLOTS:
+        return None
+    owners = [_owner(ws, i) for s in home_sentences(value, text, evidence)
+              for ws in [words(s)] for i, w in enumerate(ws) if w in kin]
+    if owners and all(o in _OTHERS for o in owners):
+        return f"misattributed: the family in {value[:40]!r} is someone else's, not the speaker's"
+    return None
+
+
+def _owner(ws: list[str], i: int) -> str:
+    """The word a family word at ``ws[i]`` belongs to: the first before it that is not another family word,
+    "and", a number or one of a few adjectives ("" at the start)."""
+    while i > 0 and (ws[i - 1] in KIN or ws[i - 1] in _BETWEEN_KIN or ws[i - 1].isdigit()):
+        i -= 1
+    return ws[i - 1] if i > 0 else ""
+
+
 def resolve_subject(subject: str, said: Utterance | None, text: str) -> tuple[str | None, str]:
     """(who the fact is about, or ``None`` for the user of a plain record; why not) -- the attribution rule."""
     s = " ".join(subject.strip().lower().split())
@@ -233,6 +260,14 @@ def fact_key(subject: str | None, attribute: str) -> str:
     return personal_key(attribute) if subject is None else subject_key(subject, normalize_key(attribute))
 
 
+def holds_value(name: str, value: str) -> bool:
+    """Whether the normalised key ``name`` embeds ``value`` as whole words (``personal_best_27_12`` holds
+    ``27:12``), which breaks value-independence (docs/ingest.md). Whole words only: ``education`` does not
+    hold ``edu``, nor ``career_goal`` ``car``."""
+    v = normalize_key(value)
+    return len(v) >= 3 and f"_{v}_" in f"_{name.replace('.', '_')}_"
+
+
 def attribute_problem(attribute: str, value: str, text: str) -> str | None:
     """Why an attribute cannot name a slot: empty, a schema word copied from the prompt, holding its value, or
     naming a number the record does not have (``personal_best_5k_time`` for a turn about pets)."""
@@ -241,8 +276,7 @@ def attribute_problem(attribute: str, value: str, text: str) -> str | None:
         return f"attribute {attribute[:60]!r} is not a plain name"
     if a in PLACEHOLDERS:
         return f"attribute {a!r} copies a word of the prompt"
-    v = normalize_key(value)
-    if len(v) >= 3 and v in a:
+    if holds_value(a, value):
         return f"attribute {a!r} contains its value"
     missing = numbers(a.replace("_", " ")) - numbers(text)
     if missing:
@@ -332,15 +366,17 @@ def type_problem(attribute: str, value: str) -> str | None:
     work or an employer ("swimming with the kids", "charity race"). Other slots are untyped."""
     slot = set(words(attribute.replace("_", " ")))
     said, meant = words(value), content(value)
-    if meant and meant <= slot:
+    # every content word is a word of the attribute, or its start ("edu" under education)
+    if meant and all(w in slot or len(w) >= 3 and any(s.startswith(w) for s in slot) for w in meant):
         return f"wrong type: the value {value[:40]!r} only repeats its attribute"
     shown = value.split()  # a capital past the first word, or a one-word value in capitals: a name
     named = any(w[:1].isupper() for w in shown[1:]) or len(shown) == 1 and value[:1].isupper()
-    if slot & FAMILY_SLOTS and not (set(said) & KIN or named):
+    doing = bool(said) and said[0].endswith("ing") and said[0] not in KIN  # an activity ("creating a family")
+    if slot & FAMILY_SLOTS and (doing or not (set(said) & KIN or named)):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
     if slot & JOB_SLOTS and said and not named:
         role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in _heads(value))
-        if said[0].endswith("ing") or not role:
+        if doing or not role:
             return f"wrong type: a job slot's value names a role, a workplace or an employer; {value[:40]!r} does not"
     return None
 
@@ -372,5 +408,6 @@ def check(c: Candidate, text: str, said: Utterance | None) -> str | None:
     if problem is None and said is not None:
         problem = vocative_problem(c.value, said)
     if problem is None and said is not None and resolve_subject(c.subject, said, text)[0] == said.speaker:
-        return addressed_problem(c.value, text, c.evidence)
+        return (addressed_problem(c.value, text, c.evidence)
+                or others_kin_problem(c.attribute, c.value, text, c.evidence))
     return problem

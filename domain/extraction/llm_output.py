@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from pmem.domain.extraction.facts import CONFIDENCE, STATUSES, Extraction, Fact, OpHint, Status
-from pmem.domain.extraction.grounding import Candidate, Utterance, check, fact_key, resolve_subject
+from pmem.domain.extraction.grounding import Candidate, Utterance, check, fact_key, holds_value, resolve_subject
 from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import NODE_TYPES, node_type_problem
 
@@ -55,6 +55,7 @@ FACTS_SCHEMA: dict[str, Any] = {
 """The JSON schema the model is asked to answer in."""
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)(?:```|$)", re.S)
+_BETWEEN = re.compile(r"[\s,]*")  # what separates a list's items
 _BAD_ESCAPE = re.compile(r'\\(?!["\\/bfnrtu])|\\u(?![0-9a-fA-F]{4})')
 _HINT: dict[Status, OpHint] = {"asserted": "accept", "reported": "accept", "hedged": "contest",
                                "withdrawn": "revoke"}
@@ -98,6 +99,49 @@ def find_json_object(text: str, required: str) -> tuple[dict[str, Any] | None, s
     return None, last_error
 
 
+def salvage_items(text: str, name: str) -> tuple[list[Any], int] | None:
+    """The complete items of a list ``{"<name>": [item, item, ...`` cut off before its end (a model that
+    ran out of tokens, often repeating one item until it did): the items decoded before the cut, each exact
+    repeat once, and how many repeats were left out; None when no item is complete."""
+    opening = re.search(r'\{\s*"' + re.escape(name) + r'"\s*:\s*\[', text)
+    if opening is None:
+        return None
+    items: list[Any] = []
+    seen: set[str] = set()
+    repeats = 0
+    pos = opening.end()
+    while (m := _BETWEEN.match(text, pos)) and m.end() < len(text) and text[m.end()] != "]":
+        try:
+            item, pos = json.JSONDecoder(strict=False).raw_decode(text, m.end())
+        except (ValueError, RecursionError):
+            break
+        fingerprint = json.dumps(item, sort_keys=True)
+        if fingerprint in seen:
+            repeats += 1
+        else:
+            seen.add(fingerprint)
+            items.append(item)
+    return (items, repeats) if items else None
+
+
+def fact_items(output: str) -> tuple[list[Any] | None, str, tuple[str, ...]]:
+    """The items of the answer's ``facts`` list, or None and why not; with a note for the receipt when the
+    answer was cut off and only its complete facts were read (:func:`salvage_items`)."""
+    obj, why = find_json_object(output, "facts")
+    if obj is None:
+        salvaged = salvage_items(output[:MAX_OUTPUT_CHARS], "facts")
+        if salvaged is None:
+            return None, why, ()
+        items, repeats = salvaged
+        n = len(items)
+        again = f" and {repeats} exact repeat{'s' * (repeats != 1)}" if repeats else ""
+        return items, "", (f"the rest of the answer: it was cut off after {n} complete fact{'s' * (n != 1)}{again} "
+                           "(the model stopped before closing its list)",)
+    if not isinstance(obj["facts"], list):
+        return None, "'facts' is not a list", ()
+    return obj["facts"], "", ()
+
+
 def _fact_problem(item: Any) -> str | None:
     if not isinstance(item, dict):
         return f"a fact must be an object, got {type(item).__name__}"
@@ -121,12 +165,6 @@ def _fact_problem(item: Any) -> str | None:
     return None
 
 
-def _key_holds_value(key: str, value: str) -> bool:
-    """A key that embeds its value (``personal_best_27_12``) breaks value-independence (docs/ingest.md)."""
-    v = normalize_key(value)
-    return len(v) >= 3 and v in key
-
-
 def to_fact(item: dict[str, Any], record: int, text: str, form: str) -> Fact | str:
     """One validated fact from one schema item, or the reason it was dropped."""
     problem = _fact_problem(item)
@@ -135,7 +173,7 @@ def to_fact(item: dict[str, Any], record: int, text: str, form: str) -> Fact | s
     key = normalize_key(item["key"])
     if not key:
         return f"fact key {item['key'][:60]!r} is empty after normalisation"
-    if _key_holds_value(key, item["value"]):
+    if holds_value(key, item["value"]):
         return f"fact key {key!r} contains its value"
     status: Status = item.get("status", "asserted")
     c = item.get("confidence")
@@ -155,19 +193,16 @@ def _what(item: Any) -> str:
 
 def parse_facts(output: str, record: int, text: str, form: str = "llm") -> Extraction:
     """Facts from a model's answer for one record; ``failed`` and the reason when none are usable."""
-    obj, why = find_json_object(output, "facts")
-    if obj is None:
+    items, why, notes = fact_items(output)
+    if items is None:
         return Extraction(record, text, reason=why, failed=True)
-    items = obj["facts"]
-    if not isinstance(items, list):
-        return Extraction(record, text, reason="'facts' is not a list", failed=True)
     facts: list[Fact] = []
-    dropped: list[str] = []
+    dropped: list[str] = list(notes)
     for n, item in enumerate(items, 1):
         got = to_fact(item, record, text, form)
         (facts.append(got) if isinstance(got, Fact) else dropped.append(f"fact {n} ({_what(item)}): {got}"))
     if not facts:
-        reason = "the model found no facts" if not dropped else f"every fact was invalid: {dropped[0]}"
+        reason = "the model found no facts" if not items else f"every fact was invalid: {dropped[len(notes)]}"
         return Extraction(record, text, reason=reason, dropped=tuple(dropped))
     return Extraction(record, text, facts=tuple(facts), dropped=tuple(dropped))
 
@@ -226,14 +261,11 @@ def grounded_fact(item: Any, record: int, text: str, said: Utterance | None, for
 def parse_grounded(output: str, record: int, text: str, said: Utterance | None = None,
                    form: str = "llm") -> Extraction:
     """Facts from a model's answer that pass grounding and attribution; every other candidate on ``dropped``."""
-    obj, why = find_json_object(output, "facts")
-    if obj is None:
+    items, why, notes = fact_items(output)
+    if items is None:
         return Extraction(record, text, reason=why, failed=True)
-    items = obj["facts"]
-    if not isinstance(items, list):
-        return Extraction(record, text, reason="'facts' is not a list", failed=True)
     facts: list[Fact] = []
-    dropped: list[str] = []
+    dropped: list[str] = list(notes)
     for n, item in enumerate(items, 1):
         got = grounded_fact(item, record, text, said, form)
         if isinstance(got, Fact):
@@ -242,6 +274,6 @@ def parse_grounded(output: str, record: int, text: str, said: Utterance | None =
             what = _what(item) if not isinstance(item, dict) or "key" in item else f"key {item.get('attribute')!r}"[:70]
             dropped.append(f"fact {n} ({what}): {got}")
     if not facts:
-        reason = "the model found no facts" if not dropped else f"every fact was dropped: {dropped[0]}"
+        reason = "the model found no facts" if not items else f"every fact was dropped: {dropped[len(notes)]}"
         return Extraction(record, text, reason=reason, dropped=tuple(dropped))
     return Extraction(record, text, facts=tuple(facts), dropped=tuple(dropped))

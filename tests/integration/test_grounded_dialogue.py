@@ -210,3 +210,39 @@ def test_a_value_of_another_kind_than_its_slot_is_not_written_and_the_receipt_sa
     ]
     logged = {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
     assert logged == {reason for _, reason in dropped}
+
+
+CUT = conversation(
+    "cut", "8:40 pm on 20 March, 2024",
+    ("Nora", "I'm swamped with the kids and my studies this week. Gonna continue my edu next year."),
+    ("Iker", "Adopting is a big step. Creating a family for those kids is so lovely."))
+"""A conversation the project wrote itself, in LoCoMo's shape, for an answer cut off mid-list."""
+
+
+def test_an_answer_cut_off_mid_list_keeps_its_complete_facts_and_the_receipt_says_what_was_lost(
+        store: pmem.Store) -> None:
+    """A small model repeating one fact until it runs out of tokens (LoCoMo sessions 1-3 gave two such answers):
+    its complete facts go through the same rules, and the cut is on the receipt; so are a value that only
+    abbreviates its key and a speaker's "family" that is the listener's."""
+    kids, edu, loop = (json.dumps({"subject": "I", "attribute": a, "value": v, "evidence": e})
+                       for a, v, e in [("family", "kids", "swamped with the kids"),
+                                       ("education", "edu", "continue my edu"),
+                                       ("work", "work", "my studies")])
+    cut_off = '{"facts": [' + ", ".join([kids, edu] + [loop] * 30) + ', {"subject": "I", "attri'
+    answers = {
+        1: [cut_off],
+        2: [answer(("I", "family", "kids", "Creating a family for those kids is so lovely."),
+                   ("I", "family", "creating a family for those kids", "Creating a family for those kids"))],
+    }
+    receipts, _ = ingest(store, CUT, answers)
+    assert {c.key: c.value for c in store.frontier()} == {"nora.family": "kids"}
+    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    assert dropped == [
+        (1, "fact key 'work' contains its value"),
+        (1, "it was cut off after 3 complete facts and 29 exact repeats (the model stopped before closing its list)"),
+        (1, "wrong type: the value 'edu' only repeats its attribute"),
+        (2, "misattributed: the family in 'kids' is someone else's, not the speaker's"),
+        (2, "wrong type: a family slot's value names family members; 'creating a family for those kids' names none"),
+    ]
+    logged = {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
+    assert logged == {reason for _, reason in dropped}

@@ -11,8 +11,10 @@ from pmem.domain.extraction.grounding import (
     Utterance,
     check,
     durable_problem,
+    holds_value,
     non_assertive,
     numbers,
+    others_kin_problem,
     resolve_subject,
     states_nothing,
     type_problem,
@@ -241,6 +243,8 @@ def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
     ("job", "student at a college"),
     ("job", "Lisbon"),  # one word in capitals: a name (an employer or a place of work)
     ("events", "school event"),  # adds a word to its attribute: not a repeat
+    ("family", "siblings"),  # ends in -ing, and is family
+    ("education", "art school"),  # "art" starts no word of the attribute
     ("hobbies", "painting"),  # an untyped slot
 ])
 def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
@@ -260,6 +264,9 @@ def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
     ("work", "school event", "does not"),  # "event" ends like "student": not a role ending
     ("family", "Family time", "names none"),  # a capital at the start is not a name
     ("hand_painted_bowl", "my hand-painted bowl", "the value 'my hand-painted bowl' only repeats its attribute"),
+    ("friendship", "my friend", "only repeats its attribute"),  # the start of an attribute's word repeats it
+    ("education", "edu", "the value 'edu' only repeats its attribute"),
+    ("family", "creating a family for those kids", "names none"),  # an activity, though it says "kids"
 ])
 def test_a_value_not_of_its_slots_kind_is_the_wrong_type(attribute: str, value: str, why: str) -> None:
     problem = type_problem(attribute, value)
@@ -278,3 +285,50 @@ def test_a_wrong_type_is_dropped_with_its_reason_on_the_receipt_and_the_right_fa
                                                      ("nora.events", "charity race for mental health")]
     assert x.dropped == ("fact 1 (key 'work'): wrong type: a job slot's value names a role, a workplace or an "
                          "employer; 'charity race' does not",)
+
+
+@pytest.mark.parametrize("key, value, held", [
+    ("personal_best_27_12", "27:12", True),
+    ("favorite_color_blue", "Blue", True),
+    ("user.home_porto", "Porto", True),
+    ("education", "edu", False),  # a word's start is not the word (a repeat, for type_problem)
+    ("career_goal", "car", False),
+    ("pb", "25:50", False),
+])
+def test_a_key_holds_its_value_only_as_whole_words(key: str, value: str, held: bool) -> None:
+    assert holds_value(key, value) is held
+
+
+@pytest.mark.parametrize("text, value", [
+    ("Creating a family for those kids is so lovely.", "kids"),
+    ("Your husband and kids must be proud.", "husband and kids"),
+    ("I met her kids and their dog yesterday.", "kids"),
+    ("Your husband and two little kids must be proud.", "kids"),
+])
+def test_a_speakers_family_value_naming_someone_elses_family_is_misattributed(text: str, value: str) -> None:
+    assert others_kin_problem("family", value, text) == (
+        f"misattributed: the family in {value!r} is someone else's, not the speaker's")
+
+
+@pytest.mark.parametrize("attribute, text, value", [
+    ("family", "I'm swamped with the kids and work.", "kids"),
+    ("family", "My kids played with their cousins.", "kids"),  # "my kids": one mention is the speaker's own
+    ("family", "My husband and kids, they keep me going.", "husband and kids"),
+    ("family", "Those are my kids in the photo.", "kids"),  # "those" owns nothing here: "my" does
+    ("hobbies", "I love drawing those kids.", "kids"),  # not a family slot
+])
+def test_a_speakers_own_family_passes(attribute: str, text: str, value: str) -> None:
+    assert others_kin_problem(attribute, value, text) is None
+
+
+def test_a_cut_off_answer_keeps_its_complete_facts_through_every_rule() -> None:
+    text = "Yes! You'll be an awesome mom. Creating a family for those kids is so lovely. I love my own kids."
+    items = [{"subject": "Mel", "attribute": "family", "value": "kids", "evidence": "Creating a family for those kids"},
+             {"subject": "Mel", "attribute": "family", "value": "kids", "evidence": "I love my own kids."}]
+    cut = '{"facts": [' + ", ".join(json.dumps(i) for i in items * 3) + ', {"subject": "Mel", "attr'
+    x = parse_grounded(cut, 7, text, Utterance("Mel", ("Cara",), "2024-01-01T10:00:00"))
+    assert [(f.key, f.value) for f in x.facts] == [("mel.family", "kids")]
+    assert x.dropped == ("the rest of the answer: it was cut off after 2 complete facts and 4 exact repeats (the "
+                         "model stopped before closing its list)",
+                         "fact 1 (key 'family'): misattributed: the family in 'kids' is someone else's, not the "
+                         "speaker's")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmem.domain.extraction.llm_output import find_json_object, parse_facts
+from pmem.domain.extraction.llm_output import find_json_object, parse_facts, salvage_items
 
 GOOD = '{"facts": [{"key": "home city", "value": "Porto", "status": "asserted"}]}'
 
@@ -97,6 +97,29 @@ def test_each_assertion_status_sets_its_op_hint_and_default_confidence() -> None
 def test_an_empty_fact_list_is_no_facts_not_a_failure() -> None:
     x = parse_facts('{"facts": []}', 1, "t")
     assert not x.failed and x.facts == () and x.reason == "the model found no facts"
+
+
+@pytest.mark.parametrize("output, items, repeats", [
+    ('{"facts": [{"key": "a", "value": "1"}, {"key": "b", "va', [{"key": "a", "value": "1"}], 0),
+    ('Sure: {"facts": [1, 2, 1, 1, 2, "x', [1, 2], 3),  # exact repeats once, in first-seen order
+    ('```json\n{"facts": [{"key": "a", "value": "1"},\n  {"key": "a", "value": "1"},', [{"key": "a", "value": "1"}], 1),
+])
+def test_the_complete_items_of_a_cut_off_list_are_salvaged(output: str, items: list[object], repeats: int) -> None:
+    assert salvage_items(output, "facts") == (items, repeats)
+
+
+@pytest.mark.parametrize("output", ['{"facts": [', '{"facts": [{"key": "a"', '{"answer": [1, 2', "no list", ""])
+def test_a_cut_off_list_without_a_complete_item_salvages_nothing(output: str) -> None:
+    assert salvage_items(output, "facts") is None
+    assert parse_facts(output, 1, "t").failed
+
+
+def test_a_cut_off_answer_gives_its_complete_facts_and_says_the_rest_was_lost() -> None:
+    fact = {"key": "city", "value": "Porto", "status": "asserted"}
+    x = parse_facts('{"facts": [' + json.dumps(fact) + ", " + json.dumps(fact) + ', {"key": "ci', 4, "t")
+    assert not x.failed and [(f.key, f.value) for f in x.facts] == [("city", "Porto")]
+    assert x.dropped == ("the rest of the answer: it was cut off after 1 complete fact and 1 exact repeat (the model "
+                         "stopped before closing its list)",)
 
 
 def test_find_json_object_wants_the_required_field() -> None:
