@@ -89,6 +89,16 @@ def ingest(store: pmem.Store, doc: dict[str, Any], answers: dict[int, Sequence[s
         return list(Ingestor(store, replay).run(read_records(json.dumps(doc).encode(), "locomo"))), replay
 
 
+def why_dropped(receipts: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(record, reason) of each dropped candidate's receipt, the reason without its "dropped fact N (key 'k')"."""
+    return sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+
+
+def why_logged(store: pmem.Store) -> set[str]:
+    """The reasons of the dropped candidates in the log, cut as :func:`why_dropped` cuts them."""
+    return {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
+
+
 def test_only_grounded_facts_attributed_to_their_speaker_are_written(store: pmem.Store) -> None:
     receipts, replay = ingest(store, INVENTED, RECORDED)
     assert {c.key: c.value for c in store.frontier()} == {
@@ -166,7 +176,7 @@ def test_moods_thanks_agreement_sentences_and_paraphrases_are_not_written(store:
     receipts, _ = ingest(store, MOODS, mood_answers)
     assert {c.key: c.value for c in store.frontier()} == {
         "nora.home": "Lisbon", "nora.job": "teach chemistry at a high school", "iker.instrument": "cello"}
-    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    dropped = why_dropped(receipts)
     assert dropped == [
         (1, "not durable: attribute 'happiness' names a feeling or reaction (happiness)"),
         (1, "not durable: the value is a first- or second-person clause"),
@@ -201,15 +211,14 @@ def test_a_value_of_another_kind_than_its_slot_is_not_written_and_the_receipt_sa
     assert {c.key: c.value for c in store.frontier()} == {
         "nora.family": "husband and our two boys", "nora.events": "charity race",
         "iker.job": "sound engineer", "iker.plans": "camping by the lake"}
-    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    dropped = why_dropped(receipts)
     assert dropped == [
         (1, "wrong type: a family slot's value names family members; 'Family time' names none"),
         (1, "wrong type: a job slot's value names a role, a workplace or an employer; 'charity race' does not"),
         (2, "wrong type: a family slot's value names family members; 'camping' names none"),
         (2, "wrong type: the value 'my old guitar' only repeats its attribute"),
     ]
-    logged = {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
-    assert logged == {reason for _, reason in dropped}
+    assert why_logged(store) == {reason for _, reason in dropped}
 
 
 CUT = conversation(
@@ -236,7 +245,7 @@ def test_an_answer_cut_off_mid_list_keeps_its_complete_facts_and_the_receipt_say
     }
     receipts, _ = ingest(store, CUT, answers)
     assert {c.key: c.value for c in store.frontier()} == {"nora.family": "kids"}
-    dropped = sorted((r["record"], r["reason"].split(": ", 1)[1]) for r in receipts if r["key"] == FAILURE_KEY)
+    dropped = why_dropped(receipts)
     assert dropped == [
         (1, "fact key 'work' contains its value"),
         (1, "it was cut off after 3 complete facts and 29 exact repeats (the model stopped before closing its list)"),
@@ -244,5 +253,4 @@ def test_an_answer_cut_off_mid_list_keeps_its_complete_facts_and_the_receipt_say
         (2, "misattributed: the family in 'kids' is someone else's, not the speaker's"),
         (2, "wrong type: a family slot's value names family members; 'creating a family for those kids' names none"),
     ]
-    logged = {e["reason"].split(": ", 1)[1] for e in store.log() if e["key"] == FAILURE_KEY}
-    assert logged == {reason for _, reason in dropped}
+    assert why_logged(store) == {reason for _, reason in dropped}
