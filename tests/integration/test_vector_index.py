@@ -28,6 +28,14 @@ def cache_file(db: Path, kind: str = "flat") -> Path:
     return db.with_name(f"{db.name}.vec-{kind}")
 
 
+def assert_same_ranking(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    """The same keys in the same order, each score within float32 noise of the reference's. The index embeds
+    in batches and the reference one text at a time, and the ONNX embedder's last bits differ with the batch:
+    scores rounded to five places can still fall on either side of a boundary (0.703605)."""
+    assert [k for k, _ in got] == [k for k, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-4)
+
+
 def reference_search(store: pmem.Store, query: str, k: int,
                      as_of: int | None = None) -> list[tuple[str, float]]:
     """Brute force from the reference fold: every open version embedded (by the store's own embedder),
@@ -126,9 +134,9 @@ def check_top_k_when_one_cell_holds_most_of_the_best_vectors(store: pmem.Store) 
     store.accept("colour", "blue")
     store.apply({"op": "contest", "key": "colour", "value": f"blue shade {i}"} for i in range(150))
     store.apply({"op": "accept", "key": f"item {i}", "value": f"blue thing {i}"} for i in range(20))
-    got = [(r.cell.key, round(r.score, 5)) for r in store.search("colour blue shade", k=5, ranking="vector")]
-    want = [(k, round(s, 5)) for k, s in reference_search(store, "colour blue shade", 5)]
-    assert got == want and got[0][0] == "colour"
+    got = [(r.cell.key, r.score) for r in store.search("colour blue shade", k=5, ranking="vector")]
+    assert_same_ranking(got, reference_search(store, "colour blue shade", 5))
+    assert got[0][0] == "colour"
 
 
 # -- incremental equals rebuilt; eligibility equals the fold of a prefix -----------------------------
@@ -174,7 +182,7 @@ def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_o
             live = [store.search(q, k, as_of=n, ranking="vector") for q, k, n in asks]
             for (q, k, n), results in zip(asks, live, strict=True):
                 want_ranked = reference_search(store, q, k, n)
-                assert [round(r.score, 5) for r in results] == [round(s, 5) for _, s in want_ranked]
+                assert [r.score for r in results] == pytest.approx([s for _, s in want_ranked], abs=1e-4)
         cache_file(db).unlink()
         with pmem.open(db, embedder=HashingEmbedder()) as store:
             store.rebuild_vectors()
@@ -250,11 +258,11 @@ def test_flat_and_hnsw_give_the_same_top_results_on_a_small_set(tmp_path: Path, 
     for kind in ("flat", "hnsw"):
         with pmem.open(tmp_path / f"{kind}.db", vector_index=kind) as store:
             populate(store)
-            results[kind] = [(r.cell.key, round(r.score, 5)) for r in store.search(query, k=5, ranking="vector")]
+            results[kind] = [(r.cell.key, r.score) for r in store.search(query, k=5, ranking="vector")]
         assert cache_file(tmp_path / f"{kind}.db", kind).exists()
-    assert results["flat"] == results["hnsw"]
+    assert_same_ranking(results["hnsw"], results["flat"])
     with pmem.open(tmp_path / "flat.db") as store:
-        assert [(k, round(s, 5)) for k, s in reference_search(store, query, 5)] == results["flat"]
+        assert_same_ranking(results["flat"], reference_search(store, query, 5))
 
 
 def test_an_hnsw_index_reloads_from_its_file_with_the_same_results(tmp_path: Path) -> None:
@@ -340,6 +348,5 @@ def test_the_index_does_not_care_which_embedder_it_gets_and_never_mixes_two(db_p
         hashed = store.search("budget", k=1, ranking="vector")
     with pmem.open(db_path) as store:  # the ONNX default: the hashing vectors in the file are discarded
         onnx = store.search("budget", k=1, ranking="vector")
-        assert [(k, round(s, 5)) for k, s in reference_search(store, "budget", 1)] == [
-            (r.cell.key, round(r.score, 5)) for r in onnx]
+        assert_same_ranking([(r.cell.key, r.score) for r in onnx], reference_search(store, "budget", 1))
     assert hashed[0].cell == onnx[0].cell and hashed[0].score != onnx[0].score
