@@ -110,9 +110,10 @@ def salvage_items(text: str, name: str) -> tuple[list[Any], int] | None:
     seen: set[str] = set()
     repeats = 0
     pos = opening.end()
+    decoder = json.JSONDecoder(strict=False)
     while (m := _BETWEEN.match(text, pos)) and m.end() < len(text) and text[m.end()] != "]":
         try:
-            item, pos = json.JSONDecoder(strict=False).raw_decode(text, m.end())
+            item, pos = decoder.raw_decode(text, m.end())
         except (ValueError, RecursionError):
             break
         fingerprint = json.dumps(item, sort_keys=True)
