@@ -353,6 +353,8 @@ surgeon doctor lawyer engineer scientist teacher student intern volunteer mom mo
 analyst therapist counselor counsellor barista architect designer developer programmer accountant agent
 president resident employee trainee referee executive detective representative secretary"""))
 """Role nouns the endings above miss (``nurse``, ``chef``, ``student``) or that should never depend on them."""
+DOING_SLOTS = frozenset(words("activity activities hobby hobbies event events"))
+"""Attributes that name what someone does or took part in: their value is not an intention ("to meet ...")."""
 WORKPLACES = frozenset(words("""school hospital clinic office company firm bank store shop restaurant cafe bakery
 factory farm lab laboratory university college agency studio startup hotel church library museum gym salon garage
 newspaper magazine government army navy police"""))
@@ -362,8 +364,9 @@ newspaper magazine government army navy police"""))
 def type_problem(attribute: str, value: str) -> str | None:
     """Why a value is not of the kind its slot holds: a value that only repeats its attribute
     (``hand_painted_bowl = my hand-painted bowl``), a family slot whose value names nobody ("camping",
-    "family time"), or a job slot whose value is an activity or event rather than a role, a place of
-    work or an employer ("swimming with the kids", "charity race"). Other slots are untyped."""
+    "family time"), a job slot whose value is an activity or event rather than a role, a place of
+    work or an employer ("swimming with the kids", "charity race"), or an activity or event slot whose
+    value is an intention ("to meet other people": a plan, not something done). Other slots are untyped."""
     slot = set(words(attribute.replace("_", " ")))
     said, meant = words(value), content(value)
     # every content word is a word of the attribute, or its start ("edu" under education)
@@ -374,6 +377,9 @@ def type_problem(attribute: str, value: str) -> str | None:
     doing = bool(said) and said[0].endswith("ing") and said[0] not in KIN  # an activity ("creating a family")
     if slot & FAMILY_SLOTS and (doing or not (set(said) & KIN or named)):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
+    if slot & DOING_SLOTS and len(said) > 1 and said[0] == "to" and said[1] not in _STOP:
+        return (f"wrong type: an activity or event slot's value is something done; {value[:40]!r} is an "
+                "intention (a plan)")
     if slot & JOB_SLOTS and said and not named:
         role = any(w in ROLES or w in WORKPLACES or len(w) > 4 and w.endswith(ROLE_ENDINGS) for w in _heads(value))
         if doing or not role:

@@ -246,6 +246,8 @@ def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
     ("family", "siblings"),  # ends in -ing, and is family
     ("education", "art school"),  # "art" starts no word of the attribute
     ("hobbies", "painting"),  # an untyped slot
+    ("events", "to the beach with my kids"),  # "to" before a place, not a verb: not an intention
+    ("plans", "to meet other people in the community"),  # an intention is a plan
 ])
 def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
     assert type_problem(attribute, value) is None
@@ -267,6 +269,11 @@ def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
     ("friendship", "my friend", "only repeats its attribute"),  # the start of an attribute's word repeats it
     ("education", "edu", "the value 'edu' only repeats its attribute"),
     ("family", "creating a family for those kids", "names none"),  # an activity, though it says "kids"
+    # Written by the local model on LoCoMo session 5 and judged wrong there: a plan, as a present activity.
+    ("activities", "to meet other people in the community and learn more about advocacy",
+     "an activity or event slot's value is something done; 'to meet other people in the community an' is "
+     "an intention (a plan)"),
+    ("events", "To give talks at universities", "is an intention"),
 ])
 def test_a_value_not_of_its_slots_kind_is_the_wrong_type(attribute: str, value: str, why: str) -> None:
     problem = type_problem(attribute, value)
