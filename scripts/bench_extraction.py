@@ -26,6 +26,9 @@ and the raw top-k turns by embedding.
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
         [--slots both|off|fallback|only] [--sessions 4 --gold scripts/data/locomo_gold_conv0_s4.jsonl]
 
+Several slices at once give their figures together: ``--sessions 6,7`` with ``--gold`` and ``--replay`` given
+once per slice (the held-out sessions 6 and 7, docs/benchmarks.md).
+
 ``--record FILE`` saves every model call (a hash of its messages and schema, and the raw answer) as JSON
 lines; ``--replay FILE`` (repeatable) answers every call from such files through litellm's ``mock_response``, so a
 change to the grounding rules is re-scored in seconds without a model (the answers depend on the prompt:
@@ -287,7 +290,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model call (a busy CPU is slow)")
     p.add_argument("--quick", action="store_true", help="session 1 only (13 model calls)")
     p.add_argument("--sessions", default="1,2,3", help="the sessions of conversation 0 measured (default 1,2,3)")
-    p.add_argument("--gold", type=Path, default=DATA / "locomo_gold_conv0_s1-3.jsonl", help="the gold facts")
+    p.add_argument("--gold", type=Path, action="append",
+                   help="the gold facts (default: sessions 1-3's); repeated, from all the files given")
     p.add_argument("--judged", type=Path, default=DATA / "locomo_judged_conv0.jsonl",
                    help="hand verdicts on written facts (turn, key, value: true or not, and why)")
     p.add_argument("--turns", type=int, default=None, help="only the first N turns of the sessions measured")
@@ -315,7 +319,8 @@ def main() -> None:
     sessions = (1,) if args.quick else tuple(int(n) for n in args.sessions.split(","))
     sample = conversation(args.data, sessions, args.turns)
     kept = {t["dia_id"] for k, v in sample["conversation"].items() if re.fullmatch(r"session_\d+", k) for t in v}
-    gold = [json.loads(line) for line in args.gold.read_text().splitlines()]
+    gold = [json.loads(line) for path in args.gold or [DATA / "locomo_gold_conv0_s1-3.jsonl"]
+            for line in path.read_text().splitlines()]
     gold = [g for g in gold if g["dia_id"] in kept]
     settings = LlmSettings(args.model, args.base, timeout_s=args.timeout, attempts=2, max_tokens=args.max_tokens)
     llm = LlmExtractor(settings, verify=args.verify, slots=args.slots, reply_context=args.reply_context)
