@@ -18,9 +18,10 @@ A language model proposes facts; these deterministic rules decide which of them 
   (at most :data:`MAX_VALUE_WORDS` words, no end mark, no first- or second-person clause); the
   attribute is a short slot name (at most :data:`MAX_ATTRIBUTE_WORDS` words, no first person); and
   neither names a feeling, a reaction, thanks, agreement or an opinion (:data:`NOT_DURABLE`), which a
-  memory of facts about people does not keep; a value that refers back ("the group", "their support")
-  or is only the listener's name (a form of address) is no fact either. The subject's name is a word like
-  any other: a paraphrase that adds it ("Caroline gives others hope") is ungrounded.
+  memory of facts about people does not keep; a value that refers back ("the group", "their support",
+  "events like these") or is only the listener's name (a form of address) is no fact either. The
+  subject's name is a word like any other: a paraphrase that adds it ("Caroline gives others hope") is
+  ungrounded.
 
 Every rule answers with the reason a candidate is dropped (or ``None``), which goes on the receipt.
 Nothing here does I/O.
@@ -78,6 +79,8 @@ _OWN = re.compile(r"\b(i|i'm|i've|my|mine|we|our)\b", re.I)
 """First-person words that make an attribute a phrase (``my_story``); ``me_time`` is a slot name."""
 _REFERENCE = re.compile(r"^((all|both|the|this|that|these|those|their|our|its|his|her|such)\s+)+", re.I)
 """Determiners that point back: "the group", "this dress", "their support" name nothing by themselves."""
+_POINTS_BACK = re.compile(r"\b(this|that|these|those)\W*$", re.I)
+"""A value that ends on a demonstrative points back too: "events like these", "part of that"."""
 _CLAUSE = re.compile(r"\b(i|i'm|im|i've|ive|i'd|i'll|we|we're|we've|we'd|we'll|you|you're|youre|you've|"
                      r"you'd|you'll|yourself|yourselves)\b", re.I)
 """A first- or second-person subject pronoun, or "yourself": a value holding one is a clause ("I totally
@@ -329,7 +332,7 @@ def _value_not_durable(value: str) -> str | None:
     if c & (NOT_DURABLE | OPINION) and c <= NOT_DURABLE | OPINION | _DEGREE:
         return "not durable: the value is a feeling, reaction or opinion"
     rest = _REFERENCE.sub("", v, count=1)
-    if rest != v and len(rest.split()) <= 1 and not rest[:1].isupper():
+    if (rest != v and len(rest.split()) <= 1 and not rest[:1].isupper()) or _POINTS_BACK.search(v):
         return f"not durable: the value {v[:40]!r} refers to something it does not name"
     return None
 

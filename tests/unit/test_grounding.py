@@ -164,6 +164,7 @@ NORA = Utterance("Nora", ("Sam",), "2024-03-02T10:00:00")
     ("favorite_band_name", "The Quiet Hours"),  # four words: still a slot name; a capital: a name
     ("me_time", "running, reading, or playing my violin"),  # "me_time" names a slot
     ("good_at", "chess"),  # a judging word in an attribute is a slot name
+    ("project", "that old boat of mine"),  # a demonstrative that does not end the value names what it points to
 ])
 def test_a_name_or_short_phrase_under_a_slot_name_is_durable(attribute: str, value: str) -> None:
     assert durable_problem(attribute, value) is None
@@ -183,6 +184,9 @@ def test_a_name_or_short_phrase_under_a_slot_name_is_durable(attribute: str, val
     ("self_care", "important", "the value is a feeling, reaction or opinion"),
     ("group", "the group", "the value 'the group' refers to something it does not name"),
     ("support", "all their support", "refers to something it does not name"),
+    # Written by the local model on LoCoMo session 7 ("Events like these are great for ...") and judged wrong.
+    ("events", "events like these", "the value 'events like these' refers to something it does not name"),
+    ("friendship", "part of that", "refers to something it does not name"),
     ("happiness", "happy", "names a feeling or reaction (happiness)"),
     ("i_m_going_to_keep_using_my_voice", "to make a change", "is a phrase, not a slot name"),
     ("my_story", "coming out", "is a first-person phrase"),
