@@ -358,6 +358,10 @@ president resident employee trainee referee executive detective representative s
 """Role nouns the endings above miss (``nurse``, ``chef``, ``student``) or that should never depend on them."""
 DOING_SLOTS = frozenset(words("activity activities hobby hobbies event events"))
 """Attributes that name what someone does or took part in: their value is not an intention ("to meet ...")."""
+_INTENTION = re.compile(r"\s*(?i:to)\s+(?!(?i:the|a|an|my|our|your|his|her|their|its|this|that|these|those|some|any|"
+                        r"all)\b)[a-z]")
+"""``to`` and a word that is no determiner, in lower case: a verb ("to meet", "to do some research"), not a
+place ("to the beach") or a name ("to Paris")."""
 WORKPLACES = frozenset(words("""school hospital clinic office company firm bank store shop restaurant cafe bakery
 factory farm lab laboratory university college agency studio startup hotel church library museum gym salon garage
 newspaper magazine government army navy police"""))
@@ -380,7 +384,7 @@ def type_problem(attribute: str, value: str) -> str | None:
     doing = bool(said) and said[0].endswith("ing") and said[0] not in KIN  # an activity ("creating a family")
     if slot & FAMILY_SLOTS and (doing or not (set(said) & KIN or named)):
         return f"wrong type: a family slot's value names family members; {value[:40]!r} names none"
-    if slot & DOING_SLOTS and len(said) > 1 and said[0] == "to" and said[1] not in _STOP:
+    if slot & DOING_SLOTS and _INTENTION.match(value):
         return (f"wrong type: an activity or event slot's value is something done; {value[:40]!r} is an "
                 "intention (a plan)")
     if slot & JOB_SLOTS and said and not named:

@@ -251,6 +251,8 @@ def test_a_value_reworded_in_the_third_person_is_a_paraphrase() -> None:
     ("education", "art school"),  # "art" starts no word of the attribute
     ("hobbies", "painting"),  # an untyped slot
     ("events", "to the beach with my kids"),  # "to" before a place, not a verb: not an intention
+    ("events", "trip to Paris"),
+    ("events", "to Paris with my sister"),  # a name after "to": a place
     ("plans", "to meet other people in the community"),  # an intention is a plan
 ])
 def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
@@ -278,6 +280,7 @@ def test_a_value_of_its_slots_kind_passes(attribute: str, value: str) -> None:
      "an activity or event slot's value is something done; 'to meet other people in the community an' is "
      "an intention (a plan)"),
     ("events", "To give talks at universities", "is an intention"),
+    ("activities", "to do some research", "is an intention"),
 ])
 def test_a_value_not_of_its_slots_kind_is_the_wrong_type(attribute: str, value: str, why: str) -> None:
     problem = type_problem(attribute, value)
