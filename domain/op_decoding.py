@@ -106,8 +106,8 @@ def convert(obj: Any, namespace: str, key_edition: int) -> Operation:
     """The operation of a mapping (the Python API's form of a line), as ``parse_operation`` makes it.
 
     A plain dict of plain JSON values (``str``, ``int``, ``bool``, ``None``, exactly those types) is
-    encoded to JSON and decoded as a line: ``msgspec.convert`` into the union of structs measured 5-6x
-    slower than encoding it to JSON and decoding that by type. Anything else (a float, a datetime, a str
+    encoded to JSON and decoded as a line: ``msgspec.convert`` into the union of structs is several
+    times slower than encoding it to JSON and decoding that by type. Anything else (a float, a datetime, a str
     subclass, a mapping of another type...) is converted as it is, so no value is made a string that
     was not one."""
     try:

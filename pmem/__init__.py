@@ -11,9 +11,24 @@ models) and ``pmem.adapters`` (storage, search, services, entry points); see doc
 
 from __future__ import annotations
 
+import os as _os
 from typing import TYPE_CHECKING, Any
 
-from pmem.domain.errors import (
+# In a source checkout the layers sit beside this folder (<root>/domain, ...), not inside it: only
+# setuptools' package-dir mapping puts them into the package, when it installs it. Python puts the working
+# directory (or a script's folder) first on sys.path, so from the repository root this folder is `pmem`
+# even when a built copy is installed, and `pmem.domain` would be looked for in <root>/pmem alone and not
+# found. Searching the root too makes the checkout one whole package, every module from the same tree.
+# An installed copy holds its layers inside this folder and is left alone; under the editable install,
+# `pmem.domain` is <root>/domain either way.
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_root = _os.path.dirname(_here)
+_beside = _os.path.isfile(_os.path.join(_root, "domain", "__init__.py"))
+if _beside and not _os.path.isdir(_os.path.join(_here, "domain")):
+    __path__.append(_root)
+del _here, _root, _beside
+
+from pmem.domain.errors import (  # noqa: E402 (the search path above must be set first)
     ConflictRetriesExhausted,
     EmbedderBadResponse,
     EmbedderUnavailable,
@@ -29,8 +44,8 @@ from pmem.domain.errors import (
     StoreUnavailable,
     Unauthorized,
 )
-from pmem.domain.operations import Evidence, Operation, parse_operation
-from pmem.domain.views import CellView, Head, History, Receipt, VersionView
+from pmem.domain.operations import Evidence, Operation, parse_operation  # noqa: E402
+from pmem.domain.views import CellView, Head, History, Receipt, VersionView  # noqa: E402
 
 if TYPE_CHECKING:
     from pmem.adapters.service.store import Store, open_store

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-.venv/bin/ruff check domain projections adapters pmem tests scripts
+.venv/bin/ruff check domain projections adapters pmem tests scripts benchmarks
 # The layer folders install as pmem.domain, pmem.projections and pmem.adapters; mypy reads no import
 # hooks, so it checks them through a tree of links that has the installed shape.
 tree=build/typecheck/pmem

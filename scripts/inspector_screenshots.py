@@ -1,23 +1,22 @@
 """Regenerate the memory inspector's screenshots in docs/ (docs/inspector.md): the four views at 1280x800,
 taken by headless Debian chromium (Playwright) from a real ``pmem serve`` over the demo's store, exactly
-as ``tests/browser/test_inspector.py`` takes them into a temporary folder.
+as ``tests/browser/test_inspector.py`` takes them into a temporary folder (so it imports that test's
+helpers: run it from the repository root, as a module).
 
-    .venv/bin/python scripts/inspector_screenshots.py
+    .venv/bin/python -m scripts.inspector_screenshots
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.browser import chromium
+from tests.browser.demo_store import build
+from tests.browser.test_inspector import screenshots
+from tests.server.http_servers import add_key, serving
 
-from tests.browser.browser import chromium  # noqa: E402
-from tests.browser.demo_store import build  # noqa: E402
-from tests.browser.test_inspector import screenshots  # noqa: E402
-from tests.server.http_servers import add_key, serving  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

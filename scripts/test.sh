@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run every test: unit, integration (real SQLite files and PostgreSQL), e2e (the
-# pmem CLI), the reliability suite (tests/reliability), and the shared conformance check; lint and types first.
-# The PostgreSQL cases run against a throwaway cluster started here (scripts/pg-cluster.sh: installed
-# from Debian packages if missing, 127.0.0.1 only, removed on exit). If it cannot start, those cases
-# FAIL; PMEM_TEST_SKIP_PG=1 skips them explicitly (a developer without PostgreSQL).
+# Set up (if needed) and run the tests, on every core (pytest-xdist). Other arguments go to pytest.
+#
+#   scripts/test.sh          every test, lint and types first: unit, integration, e2e, the servers, the browser,
+#                            the reliability suite and the shared conformance check, on SQLite and on a
+#                            throwaway PostgreSQL cluster started here. CI runs this.
+#   scripts/test.sh --fast   the tier to run while working: SQLite only, no test marked slow, postgres,
+#                            browser or llm (no PostgreSQL, Chromium or model server is needed).
+#
+# The PostgreSQL cluster (scripts/pg-cluster.sh: installed from Debian packages if missing, 127.0.0.1 only,
+# removed on exit) is required by the full run: if it cannot start, the PostgreSQL cases FAIL.
+# PMEM_TEST_SKIP_PG=1 skips them explicitly (a developer without PostgreSQL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=
+if [ "${1:-}" = --fast ]; then
+  fast=1
+  shift
+fi
 scripts/setup.sh
+scripts/check.sh
+workers=(-n "${PMEM_TEST_WORKERS:-auto}" --dist worksteal)
+if [ -n "$fast" ]; then
+  exec env PMEM_TEST_SKIP_PG=1 .venv/bin/python -m pytest -q "${workers[@]}" \
+    -m "not slow and not postgres and not browser and not llm" "$@"
+fi
 # Debian's Chromium for the browser tests (tests/browser: the memory inspector, the graph view's screenshot);
 # without it they skip with a reason.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   { apt-get install -y --no-install-recommends chromium || { apt-get update && apt-get install -y --no-install-recommends chromium; }
   } > .venv/chromium-install.log 2>&1 || echo "chromium could not be installed: the browser tests will skip" >&2
 fi
-scripts/check.sh
 if [ "${PMEM_TEST_SKIP_PG:-}" != 1 ] && [ -z "${PMEM_TEST_PG:-}" ]; then
   pgdir=$(mktemp -d "${TMPDIR:-/tmp}/pmem-pg.XXXXXX")
   trap 'scripts/pg-cluster.sh stop "$pgdir"' EXIT
@@ -23,4 +39,4 @@ if [ "${PMEM_TEST_SKIP_PG:-}" != 1 ] && [ -z "${PMEM_TEST_PG:-}" ]; then
     echo "PostgreSQL could not be started: the PostgreSQL cases will fail (PMEM_TEST_SKIP_PG=1 skips them)" >&2
   fi
 fi
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q "${workers[@]}" "$@"

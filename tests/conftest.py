@@ -44,7 +44,7 @@ class Backend:
 
     def max_examples(self, sqlite: int, postgres: int) -> int:
         """For Hypothesis tests: how many examples to run on this backend. A PostgreSQL example opens
-        stores over the network (~10x slower than a SQLite file), so PostgreSQL runs fewer; every example
+        stores over a socket, each a round trip slower than a SQLite file's, so PostgreSQL runs fewer; every example
         that runs asserts. Use it in ``settings(max_examples=...)`` of a ``@given`` function defined inside
         the test, since the backend is only known there."""
         return sqlite if self.name == "sqlite" else postgres
@@ -78,6 +78,20 @@ class Backend:
         with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
             for schema in self.schemas:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# The fast tier (scripts/test.sh --fast) deselects these; tagging them here, not in each file, keeps a
+# new PostgreSQL or browser test from slipping into it unmarked.
+_BROWSER_DIR = Path(__file__).parent / "browser"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("backend") == "postgres" or "pg_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
+        if _BROWSER_DIR in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

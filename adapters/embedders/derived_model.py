@@ -7,12 +7,13 @@ per output channel), which the CPU's integer instructions run about twice as fas
 bit-identical to the float32 form (cosine about 0.99), so the embedder gives it its own name and
 caches never mix the two; retrieval over real conversations scores the same (docs/benchmarks.md).
 
-Deriving takes onnxruntime's own tools about two seconds: fold the packaged model's dequantization into
-float32 weights (onnxruntime's basic graph optimization), then ``quantize_dynamic``. The result is
-cached in :func:`cache_dir` under a name that carries the source model's digest and the result's own
-sha256; a file whose bytes no longer match its name is deleted and derived again. The derivation is
-deterministic for given onnx and onnxruntime releases: :data:`PINNED` is what the locked releases make,
-and a test holds it. A cache folder that cannot be written leaves the model in memory for the process.
+Deriving, with onnxruntime's own tools, is too slow to repeat in every process: fold the packaged
+model's dequantization into float32 weights (onnxruntime's basic graph optimization), then
+``quantize_dynamic``. The result is cached in :func:`cache_dir` under a name that carries the source
+model's digest and the result's own sha256; a file whose bytes no longer match its name is deleted and
+derived again. The derivation is deterministic for given onnx and onnxruntime releases: :data:`PINNED`
+is what the locked releases make, and a test holds it. A cache folder that cannot be written leaves the
+model in memory for the process.
 """
 
 from __future__ import annotations

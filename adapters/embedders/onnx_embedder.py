@@ -37,11 +37,11 @@ NAME_PACKAGED = "minilm-l6-v2-int8"  # the packaged model as it is: float32 prod
 MAX_TOKENS = 256
 BATCH_SIZE = 64
 # A batch holds at most this many tokens once padded (texts times the longest): small runs keep the
-# activations in the CPU's caches, which beat fewer, larger runs (``scripts/bench_embedder.py
+# activations in the CPU's caches, which beat fewer, larger runs (``python -m benchmarks.embedder
 # --budgets``; figures in docs/benchmarks.md).
 TOKEN_BUDGET = 512
 DIM = 384
-# Session threads, chosen by ``scripts/bench_embedder.py --sweep`` (figures in docs/benchmarks.md): two
+# Session threads, chosen by ``python -m benchmarks.embedder --sweep`` (figures in docs/benchmarks.md): two
 # batches at once, each on one intra-op thread that does not spin, beat onnxruntime's default (one
 # spinning intra-op thread per core, splitting each small op between them); the graph runs its nodes in
 # sequence, so inter-op threads add nothing. ``threads=`` (or

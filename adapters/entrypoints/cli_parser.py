@@ -21,7 +21,7 @@ def common_options() -> argparse.ArgumentParser:
     """The options of every command. SUPPRESS keeps one given before the command from being reset after it."""
     common = _Parser(add_help=False)
     common.add_argument("--db", default=argparse.SUPPRESS,
-                        help="SQLite file of the store (default: $PMEM_DB or ./pmem.db)")
+                        help="the store: a SQLite file or a postgresql:// URL (default: $PMEM_DB or ./pmem.db)")
     common.add_argument("--namespace", default=argparse.SUPPRESS, help="namespace (default: 'default')")
     common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                         help="no progress bars (they are drawn only when stderr is a terminal)")

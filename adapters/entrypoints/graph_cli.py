@@ -1,4 +1,4 @@
-"""The graph commands of ``pmem`` (issue 6): their rows of the command table of
+"""The graph commands of ``pmem``: their rows of the command table of
 :mod:`pmem.adapters.entrypoints.cli_commands`, which lists them after ``unmerge``.
 
 - ``pmem next [--k K] [--previous ENTITY] [--as-of N] [--system]``: JSON lines, the best next questions.

@@ -48,7 +48,7 @@ def read_only(path: str) -> sqlite3.Connection:
     """A read-only connection to the store file. It does not memory-map the file: a rebuild's scan
     touches every page, and mapped pages count in the process's RSS (the whole log's size, whatever
     the range read); through SQLite's page cache the memory stays bounded, at no cost measured in
-    speed (docs/decisions.md, issue 19)."""
+    speed (docs/decisions.md, "Read-only connections to the store do not memory-map it")."""
     return sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True)
 
 

@@ -1,4 +1,4 @@
-"""The graph-guided multi-hop readout over a store (``pmem read --hops N``, and issue 5's evaluations).
+"""The graph-guided multi-hop readout over a store (``pmem read --hops N``, and the multi-hop benchmark's arms).
 
 :func:`hop_read` runs the question-following hop policy of :mod:`pmem.projections.multihop` over the
 store's entity graph as of ``as_of``: the paths it took and the facts along them. Each entity's facts

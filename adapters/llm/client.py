@@ -1,6 +1,6 @@
 """A language model through litellm, asked for JSON and read deterministically, with bounded retries.
 
-litellm takes about 4 s to import, so it is imported on the first call, never at module import. Any
+litellm is slow to import, so it is imported on the first call, never at module import. Any
 litellm model string works (``openai/<alias>`` with ``api_base`` for a local OpenAI-compatible server,
 ``ollama/...``, a hosted model). Tests point ``api_base`` at a tiny OpenAI-compatible server on 127.0.0.1
 (tests/chat_server.py), so every path, malformed answers and failed calls included, runs through the real
@@ -57,7 +57,7 @@ def _litellm() -> Any:
     the ``llm`` extra, :class:`MissingExtra` naming it."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
-        import litellm  # lazily: about 4 s, and only in the `llm` extra
+        import litellm  # lazily: slow to import, and only in the `llm` extra
     except ModuleNotFoundError as e:
         if e.name != "litellm":
             raise  # litellm is there but broken: the real cause, not a misleading hint

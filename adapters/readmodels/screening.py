@@ -1,4 +1,4 @@
-"""Events a projection cannot apply, and where that leaves the projection (issue 16, part 1).
+"""Events a projection cannot apply, and where that leaves the projection.
 
 Appends are validated, so such an event comes from outside this release: one appended by a newer
 release (an unknown topic, a higher class version), a row damaged or written outside P-Mem. Every

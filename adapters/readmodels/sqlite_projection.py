@@ -45,9 +45,9 @@ from pmem.projections.frontier import NAME, NULLABLE, SCHEMA_VERSION, TABLES, VI
 from pmem.projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
-MIN_PIECE_EVENTS = 5_000  # smallest rebuild piece (200,000 events: pieces of 12,500 took 1.03-1.10 s, 50,000 1.17-1.26)
+MIN_PIECE_EVENTS = 5_000  # smallest rebuild piece: smaller ones start writing sooner, but each is a transaction
 REBUILD_CHUNK = 500_000  # events per range of cells a full rebuild reads into memory at once (one scan of the log)
-PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (spawning one costs ~0.5 s)
+PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (fewer do not repay starting them)
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
 SHADOW = "__rebuild"  # how the name of every table a rebuild fills before swapping it in ends
 INDEXES = {

@@ -16,11 +16,11 @@ results are always scored by exact cosine (the vectors are unit length) whicheve
 Eligibility is a bitmap (``IDSelectorBitmap``) inside the FAISS search for ``flat`` and ``hnsw``, and
 no filter at all when every vector is eligible; ``lsh`` does not support one, so it over-fetches and
 filters. A single query is searched on one OpenMP thread: FAISS parallelises over queries, and a
-second thread only waits at the barrier (measured 3-5x slower on the shared 2-core machine).
+second thread only waits at the barrier, which costs more than the one search it would share.
 
 The cache file is ``PMEMVEC1\\n`` + one JSON header line + the matrix + (``hnsw`` only: building the
 graph is costly) the serialized index. The int8 copies are not saved: they are made from the
-matrix on the first search that needs them (under a second per 100,000 vectors). The file is
+matrix on the first search that needs them (one pass over it). The file is
 written to a temporary file, fsynced and moved into place with ``os.replace``, so a crash leaves the
 old file or the new one, never a header that does not match its vectors. The header names the kind,
 the embedder, the count and the event index.
@@ -250,8 +250,8 @@ def _one_thread() -> Iterator[None]:
 
 def dot(rows: Vectors, query: Vectors) -> Vectors:
     """``rows @ query`` on this thread, row by row with SIMD (FAISS ``fvec_inner_products_ny``):
-    numpy hands a product this size to OpenBLAS threads, and waking them was measured to cost
-    milliseconds on the loaded 2-core machine. Each row's score does not depend on the other rows,
+    numpy hands a product this size to OpenBLAS threads, and waking them costs more than the product
+    itself, most of all on a loaded machine. Each row's score does not depend on the other rows,
     so a vector scores the same whichever set it is scored in."""
     rows = np.ascontiguousarray(rows, dtype=np.float32)
     q = np.ascontiguousarray(query, dtype=np.float32)

@@ -63,7 +63,7 @@ class HybridSearch:
         if not lexical:
             return n, vector_channel(index, qv, eligible, k, system)
         depth = max(DEPTH, 2 * k)
-        if index.kind == "hnsw":  # a scan of a millisecond or less: a second thread would cost more CPU than it saves
+        if index.kind == "hnsw":  # an HNSW search is short: a second thread would cost more CPU than it saves
             by_vector = vector_channel(index, qv, eligible, depth, system)
             by_words = self.lexical_channel(query, eligible, n, namespace, depth, system)
         else:

@@ -2,7 +2,7 @@
 
 FAISS ``IndexScalarQuantizer`` with ``QT_8bit_direct_signed`` stores each component as an int8 and,
 given an integer-valued query, computes exact integer dot products with SIMD: a quarter of the
-bytes of a float32 scan and about a third of its CPU time (measured on the shared 2-core machine).
+bytes of a float32 scan, and much less of its CPU time.
 Vectors are stored as ``c = round(x * S)`` (``S`` maps the largest component seen to 127, later
 vectors are clipped) and the query as ``p = round(q * T)`` (``T`` maps its largest to 127), so the
 scan's score ``p.c / (T S)`` is the exact inner product of the rounded vectors ``q' = p/T`` and

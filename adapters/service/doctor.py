@@ -350,7 +350,7 @@ def refuse_damaged(wiring: Wiring) -> None:
     if size > quick_check_limit():
         return
     label = getattr(wiring.backend, "label", str(path))
-    try:  # a connection of its own: the store's has a 64 MiB page cache, which makes the check 1.5x slower
+    try:  # a connection of its own: the store's has a 64 MiB page cache, which makes the check slower
         conn = read_only(str(Path(path).resolve()))
         try:
             first = _one_line(str(conn.execute("PRAGMA quick_check(1)").fetchone()[0]))

@@ -16,7 +16,7 @@ A writer leaves the work alone when
 * ``PMEM_EAGER_INDEX=0`` is set (today's behaviour: the first search builds the index);
 * the embedder cannot be loaded (not installed): the write succeeds, and search reports the problem.
 
-See docs/decisions.md (issue 19, "Search-ready soon after ingest").
+See docs/decisions.md, "Search-ready soon after ingest".
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pmem.domain.errors import EmbedderUnavailable
 if TYPE_CHECKING:
     from pmem.adapters.service.store import Store
 
-EAGER_MIN = 256  # events behind before a writer indexes them itself (about a second of embedding)
+EAGER_MIN = 256  # events behind before a writer indexes them itself (fewer embed faster than it loads the model)
 ENV = "PMEM_EAGER_INDEX"
 
 
@@ -53,7 +53,7 @@ class EagerIndex:
 
     def finish(self) -> None:
         """Index what the write added, if enough is behind. Once, at the end: indexing after each batch
-        cost 13-26% more in all (the FAISS file rewritten as it grew, the lexical tables in small steps)."""
+        costs more in all (the FAISS file rewritten as it grows, the lexical tables in small steps)."""
         self._advance(self.minimum)
 
     def _advance(self, minimum: int) -> None:

@@ -1,5 +1,4 @@
-"""``pmem migrate keys``: a store of key edition 1 moves to edition 2 (issue 15; docs/concepts.md, key
-editions).
+"""``pmem migrate keys``: a store of key edition 1 moves to edition 2 (docs/concepts.md, key editions).
 
 Every key edition 1 stored is ASCII and already an edition-2 key, and the raw spellings were never
 stored, so the switch itself changes no cell: from the event index it is recorded at (``pmem_meta``:

@@ -7,6 +7,6 @@ them, for every record."""
 
 DEFAULT_SLOT_MODE = "both"
 """The LLM route's default (``LlmExtractor``, ``make_extractor``, ``pmem ingest --slots``,
-``scripts/bench_extraction.py``): both passes on every record, the one mode that raised precision and recall
+``python -m benchmarks.extraction``): both passes on every record, the one mode that raised precision and recall
 together on both measured slices, at about twice the model calls (docs/decisions.md); ``"off"`` is the
 cheaper free-form pass alone."""

@@ -1,4 +1,4 @@
-"""The store the browser tests and ``scripts/bench_inspector.py`` inspect: the operations of ``pmem demo``
+"""The store the browser tests and ``scripts/inspector_screenshots.py`` inspect: the operations of ``pmem demo``
 (adapters/entrypoints/demo.py, scenes 1-5, in order) followed by docs/graph-example.jsonl (a small entity
 graph: Dickens, a superseded author, a contested spouse), so the graph view has neighbours to open."""
 

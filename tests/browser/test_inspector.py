@@ -203,7 +203,7 @@ def test_without_a_token_on_an_insecure_local_server(browser: Any, tmp_path: Pat
 
 
 def screenshots(browser: Any, server: str, token: str, demo: DemoStore, out: Path) -> list[Path]:
-    """The four views at 1280x800 as PNGs in ``out`` (scripts/inspector_screenshots.py writes docs/'s)."""
+    """The four views at 1280x800 as PNGs in ``out`` (``python -m scripts.inspector_screenshots`` writes docs/'s)."""
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     page = context.new_page()
     views = {"search": ("/ui/?q=budget", "ul.cells"), "cell": ("/ui/cell/budget", "#versions"),

@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.conftest import PMEM_BIN
 
 
 def pmem(db: str | Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([PMEM_BIN, "--db", str(db), *args], input=stdin, capture_output=True, env=env)
+    """``pmem --db DB ARGS`` in this process (tests/cli_runner.py); the tests at the end of this file start
+    the console script itself."""
+    return run_cli(["--db", str(db), *args], stdin=stdin, env=env)
 
 
 def lines(out: bytes) -> list[dict[str, Any]]:

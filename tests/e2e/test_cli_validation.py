@@ -1,6 +1,6 @@
-"""Exit codes of ``pmem`` for bad input (issue 16, part 2): 2 and one JSON line for every bad argument,
-including out-of-range integers and undecodable bytes; 70 only for a genuine bug. See docs/decisions.md,
-"Input validation"."""
+"""Exit codes of ``pmem`` for bad input, so a caller can tell its own mistake from a bug: 2 and one JSON line
+for every bad argument, including out-of-range integers and undecodable bytes; 70 only for a genuine bug.
+See docs/decisions.md, "Input validation"."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
+from tests.cli_runner import run_cli
 from tests.conftest import PMEM_BIN
 
 TOO_BIG = "9223372036854775808"  # 2**63: one past the largest event index
 
 
 def pmem(db: Path, *args: str | bytes, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([PMEM_BIN, "--db", str(db), *args], input=stdin, capture_output=True,
-                          env={"PATH": "/usr/bin:/bin", "PMEM_EMBEDDER": "hashing"})
+    """In this process (tests/cli_runner.py); the ``:memory:`` check below starts the console script."""
+    return run_cli(["--db", str(db), *args], stdin=stdin, env={"PATH": "/usr/bin:/bin", "PMEM_EMBEDDER": "hashing"})
 
 
 def usage_error(r: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import PMEM_BIN, SHARED, Backend
 
 TOOL = SHARED / "tools" / "conformance.py"
+PG_SKIPS = {7, 11}
 SWAP_DB = """#!{python}
 import os, sys
 args = sys.argv[1:]
@@ -41,6 +42,8 @@ def pmem_for(backend: Backend, tmp_path: Path) -> str:
                                                 "is not present (it lives in ../shared/tools, outside this repository)")
 @pytest.mark.parametrize("seed", [1, 2, 3, 7, 11])
 def test_pmem_agrees_with_the_shared_reference_model(backend: Backend, tmp_path: Path, seed: int) -> None:
+    if backend.name == "postgres" and seed in PG_SKIPS:
+        pytest.skip("each tool step starts a pmem process against the server: three seeds on PostgreSQL")
     r = subprocess.run([sys.executable, str(TOOL), "--pmem", pmem_for(backend, tmp_path), "--seed", str(seed),
                         "--keys", "60", "--steps", "25", "--spec", "2"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -1,4 +1,4 @@
-"""docs/examples/agent.py, the example agent of issue 14 (part 6), driven by a scripted model: a real
+"""docs/examples/agent.py, the example agent, driven by a scripted model: a real
 OpenAI-compatible chat server on 127.0.0.1 (tests/chat_server.py) that first calls tools (remember, then
 read), then answers, against a real ``pmem mcp`` over stdio. litellm sends every turn over HTTP to that
 server and nowhere else; what the model was sent is asserted on the JSON the server received."""

@@ -1,4 +1,4 @@
-"""``pmem mcp`` as an MCP client meets it (issue 14, part 3): real server processes, over stdio and over
+"""``pmem mcp`` as an MCP client meets it: real server processes, over stdio and over
 streamable HTTP, driven by the official SDK's own client session, on a real SQLite store with real
 credentials. The policy itself is GuardedStore's; these tests check that every path of the MCP server goes
 through it: the trust cap, namespaces, read-only, revocation, and that bad input is a one-line tool error."""

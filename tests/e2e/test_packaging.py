@@ -4,7 +4,8 @@ The wheel is built from a copy of the source tree (so a stale or concurrently us
 cannot leak into it), installed without dependencies into a fresh folder, and imported from there by
 a new interpreter whose working directory is neutral. The dev environment has an editable install of
 pmem (an import hook installed by a ``.pth`` file), so the checks assert that every module imported
-comes from the installed copy.
+comes from the installed copy. A fresh virtual environment with the wheel installed the ordinary way
+checks that the repository root's own ``pmem/`` still imports whole from there.
 """
 
 from __future__ import annotations
@@ -141,6 +142,72 @@ def test_the_installed_wheel_wins_over_the_editable_install(installed: Path, tmp
     wheel's folder on PYTHONPATH and ``-P`` (no script or working directory on sys.path)."""
     out = _probe(installed, tmp_path, ["-P", "-c"], {"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"})
     _assert_from_target(out, installed)
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with the wheel installed the ordinary way (not editable); its python.
+
+    The dependencies come from this environment's site-packages through a ``.pth`` line, so nothing is
+    downloaded. Python runs the ``.pth`` files of site-packages only, not those of a folder a ``.pth`` line
+    adds, so the editable install's hook stays out of it."""
+    env = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120)
+    python = env / "bin" / "python"
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps",
+                        "-q", "--disable-pip-version-check", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    assert (Path(site) / "pmem" / "domain" / "__init__.py").is_file()
+    paths = sysconfig.get_paths()
+    (Path(site) / "pmem-test-dependencies.pth").write_text("\n".join(dict.fromkeys([paths["purelib"],
+                                                                                    paths["platlib"]])) + "\n")
+    return python
+
+
+# `python -c` as a user types it: pmem, its layers and a store, and where each pmem module came from.
+VENV_PROBE = """
+import json, sys
+import pmem, pmem.domain
+with pmem.open(sys.argv[1], embedder="hashing") as store:
+    store.accept("home city", "Lisbon")
+    value = store.get("home city").value
+files = {m: getattr(mod, "__file__", None) or "" for m, mod in sys.modules.items() if m.split(".")[0] == "pmem"}
+print(json.dumps({"value": value, "files": files}))
+"""
+
+
+def _run_in_venv(python: Path, cwd: Path, db: Path) -> dict[str, str]:
+    r = subprocess.run([str(python), "-c", VENV_PROBE, str(db)], cwd=cwd, env={"PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["value"] == "Lisbon"
+    files: dict[str, str] = out["files"]
+    return files
+
+
+def test_a_non_editable_install_imports_from_its_site_packages(venv: Path, tmp_path: Path) -> None:
+    cwd = tmp_path / "neutral"
+    cwd.mkdir()
+    files = _run_in_venv(venv, cwd, tmp_path / "mem.db")
+    env = venv.parents[1]
+    assert Path(files["pmem.domain"]).is_relative_to(env), files["pmem.domain"]
+    outside = {m: f for m, f in files.items() if f and not Path(f).is_relative_to(env)}
+    assert not outside, outside
+
+
+def test_the_checkout_imports_whole_from_its_root_beside_a_non_editable_install(venv: Path, tmp_path: Path) -> None:
+    """From the repository root, the working directory comes first on sys.path, so the root's ``pmem/``
+    shadows the installed copy. Its layers sit beside it, not inside it: ``pmem`` must still import, and
+    every module of the package must come from the checkout (none from the installed copy, no mix)."""
+    files = _run_in_venv(venv, ROOT, tmp_path / "mem.db")
+    assert Path(files["pmem"]) == ROOT / "pmem" / "__init__.py"
+    assert Path(files["pmem.domain"]) == ROOT / "domain" / "__init__.py"
+    assert Path(files["pmem.adapters.service.store"]) == ROOT / "adapters" / "service" / "store.py"
+    outside = {m: f for m, f in files.items() if f and not Path(f).is_relative_to(ROOT)}
+    assert not outside, outside
 
 
 def test_the_core_dependencies_leave_out_the_optional_parts() -> None:

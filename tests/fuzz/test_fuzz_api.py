@@ -1,4 +1,4 @@
-"""Fuzzing the Python API's signatures (issue 16, part 5): every public method of ``pmem.Store`` and
+"""Fuzzing the Python API's signatures: every public method of ``pmem.Store`` and
 ``pmem.open``, called with arbitrary argument values (None, ints, huge and negative ints, floats, bools,
 bytes, lists, lone surrogates, empty and blank strings) mixed with valid ones.
 

@@ -1,4 +1,4 @@
-"""Fuzzing the ``pmem`` command line (issue 16, part 5): arbitrary arguments and operation lines, run
+"""Fuzzing the ``pmem`` command line: arbitrary arguments and operation lines, run
 in-process through :func:`pmem.adapters.entrypoints.cli.main` on a real SQLite file.
 
 Whatever comes in: never exit 70 (an internal error), never a traceback; a failure is exit 1 or 2 with

@@ -1,4 +1,5 @@
-"""Fuzzing the model's JSON answers to the LLM extractor (issue 16, part 5, third bullet).
+"""Fuzzing the model's JSON answers to the LLM extractor: whatever a model answers, only what the schema allows
+is written.
 
 Hypothesis writes what a model might answer: well-formed facts with wrong types, empty, over-long and
 non-key keys, values over the 64 KiB limit, lone surrogates, NaN confidences, unknown statuses and node

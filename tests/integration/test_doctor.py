@@ -1,4 +1,4 @@
-"""``pmem doctor`` (issue 16, part 3): each check passes on a healthy store, fails on the fault it looks
+"""``pmem doctor``: each check passes on a healthy store, fails on the fault it looks
 for with the fix it names, and the named fix makes it pass again. Real stores on both backends (``db``);
 the checks of SQLite files only (integrity, shadow tables a rebuild drops, rebuild processes) say so."""
 

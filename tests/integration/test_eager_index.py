@@ -1,4 +1,4 @@
-"""Search-ready after ingest (issue 19): ``pmem ingest`` brings the vector, lexical and frontier projections up
+"""Search-ready after ingest: ``pmem ingest`` brings the vector, lexical and frontier projections up
 before it returns (:mod:`pmem.adapters.service.eager_index`; ``pmem apply`` leaves them to the first search), so the
 first search embeds nothing but its query, and finds exactly what the lazy path (``PMEM_EAGER_INDEX=0``) finds."""
 

@@ -1,4 +1,4 @@
-"""The fast search paths (issue 3) give what exact filtering gives, on real SQLite files and FAISS.
+"""The fast search paths give what exact filtering gives, on real SQLite files and FAISS.
 
 - ``flat`` over many vectors ranks candidates from an int8 scan and re-ranks them exactly: its
   results must equal the exact ranking, and the scan's bound must hold for every vector left out.

@@ -1,10 +1,10 @@
 """Grounding and attribution through the real litellm and a real local chat server, on conversations of LoCoMo's shape.
 
-The answers replayed are the kinds a small model gives (issue 17): a leaked example key, a value nobody
-said, a fact about the listener, a question read as a fact, next to the right facts. Only the right ones
-may be written; every other candidate is on a receipt (and in the log) with its reason; a turn of only
-questions, greetings and reactions is not sent to the model at all. Then turn-mode reading of the same
-store: the turn that answers is there, with its speaker and date.
+The answers replayed are the kinds a small model gives: a leaked example key, a value nobody said, a fact
+about the listener, a question read as a fact, next to the right facts. Only the right ones may be written;
+every other candidate is on a receipt (and in the log) with its reason; a turn of only questions, greetings
+and reactions is not sent to the model at all. Then turn-mode reading of the same store: the turn that
+answers is there, with its speaker and date.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from pmem.domain.extraction.facts import Extraction
 from pmem.domain.extraction.grounding import Utterance
 from tests.chat_server import chat_server
 
-ISSUE_SLICE = Path(__file__).resolve().parents[2] / "scripts" / "data" / "locomo_issue17_turns.json"
+SIX_TURNS = Path(__file__).resolve().parents[2] / "tests" / "data" / "locomo_invented_six_turns.json"
+"""Six turns the project wrote itself in LoCoMo's shape: a new job, a reaction, a question, pets' names and
+how long, a question, a liking; the kinds of turn a small model once wrote six wrong cells from."""
 
 
 def answer(*facts: tuple[str, str, str, str]) -> str:
@@ -122,32 +124,33 @@ def test_only_grounded_facts_attributed_to_their_speaker_are_written(store: pmem
     assert logged == {reason for _, reason in dropped}  # every dropped candidate is in the log as well
 
 
-def test_the_issue_slice_with_the_answers_that_wrote_six_wrong_cells_writes_none_of_them(store: pmem.Store) -> None:
-    """The six turns issue 17 quotes, with the wrong answers it reports replayed next to the right ones."""
-    doc = json.loads(ISSUE_SLICE.read_text())
+def test_six_turns_replayed_with_answers_that_would_write_six_wrong_cells_write_none_of_them(
+        store: pmem.Store) -> None:
+    """The wrong answers a small model gives on such turns, replayed next to the right ones."""
+    doc = json.loads(SIX_TURNS.read_text())
     wrong_and_right = {
-        1: [answer(("Andrew", "personal_best_5k_time", "2023-04-15", "last week"),
-                   ("I", "job", "Financial Analyst", "a new job as a Financial Analyst"))],
-        4: [answer(("Audrey", "personal_best_5k_time", "3 years", "I've had them for 3 years!"),
-                   ("Audrey", "dog_names", "Pepper, Precious and Panda",
-                    "Their names are Pepper, Precious and Panda"))],
-        6: [answer(("Andrew", "personal_best_5k_time", "never", "Eagles have always mesmerized me"),
-                   ("Andrew", "favorite_bird", "Eagles", "Eagles have always mesmerized me"))],
+        1: [answer(("Pia", "personal_best_5k_time", "2024-06-04", "last week"),
+                   ("I", "job", "bakery manager", "a new job as a bakery manager"))],
+        4: [answer(("Marek", "personal_best_5k_time", "4 years", "I've had them for 4 years!"),
+                   ("Marek", "pet_names", "Juniper, Basil and Clover", "They are called Juniper, Basil and Clover"))],
+        6: [answer(("Pia", "personal_best_5k_time", "never", "Oaks have always amazed me"),
+                   ("Pia", "favorite_tree", "Oaks", "Oaks have always amazed me"))],
     }
     receipts, replay = ingest(store, doc, wrong_and_right)
     cells = {c.key: c.value for c in store.frontier()}
-    assert cells == {"andrew.job": "Financial Analyst", "audrey.dog_names": "Pepper, Precious and Panda",
-                     "andrew.favorite_bird": "Eagles"}
-    for key, value in [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job", "Congrats on the new job!"),
-                       ("audrey.personal_best_5k_time", "3 years"), ("andrew.name", "Cute little guys"),
-                       ("audrey.favorite_type_of_bird", "parrot"), ("andrew.personal_best_5k_time", "never")]:
+    assert cells == {"pia.job": "bakery manager", "marek.pet_names": "Juniper, Basil and Clover",
+                     "pia.favorite_tree": "Oaks"}
+    # the wrong answers above, and what the turns records 2, 3 and 5 would give if they reached a model
+    for key, value in [("pia.personal_best_5k_time", "2024-06-04"), ("marek.new_job", "Congrats on the new job!"),
+                       ("marek.personal_best_5k_time", "4 years"), ("pia.name", "Lovely little fellows"),
+                       ("marek.favorite_kind_of_tree", "oak"), ("pia.personal_best_5k_time", "never")]:
         assert cells.get(key) != value and store.get(key).value is None
-    assert replay.never.model.calls == 0
+    assert replay.never.model.calls == 0  # the reaction and the two questions never reached a model
     assert {r["record"] for r in receipts} == set(range(1, 7))
 
-    read = store.read("What is Andrew's new job?", mode="turns", k=3)
+    read = store.read("What is Pia's new job?", mode="turns", k=3)
     assert read.context.splitlines()[0] == (
-        "[15 April 2023] Andrew (issue17:D1:1): I started a new job as a Financial Analyst last week")
+        "[12 June 2024] Pia (six-turns:D1:1): I started a new job as a bakery manager last week")
     assert read.pruned == ()
 
 
@@ -160,7 +163,7 @@ MOODS = conversation(
 
 
 def test_moods_thanks_agreement_sentences_and_paraphrases_are_not_written(store: pmem.Store) -> None:
-    """The kinds of answer the local model gave on LoCoMo (issue 17 follow-up), next to the right facts."""
+    """The kinds of answer the local model gave on LoCoMo, next to the right facts."""
     mood_answers = {
         1: [answer(("Nora", "happiness", "happy", "I'm so happy today!"),
                    ("I", "home", "Lisbon", "I moved to Lisbon last week"),

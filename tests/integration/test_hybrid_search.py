@@ -1,4 +1,4 @@
-"""Hybrid search (issue 15, part 2): the lexical projection and its fusion with the vector channel, on real
+"""Hybrid search: the lexical projection and its fusion with the vector channel, on real
 SQLite files and PostgreSQL schemas (the ``db`` fixture), with the real ONNX embedder unless a test says
 why not."""
 

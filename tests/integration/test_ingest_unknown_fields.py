@@ -1,4 +1,5 @@
-"""``ingest --format jsonl`` refuses a field it does not take, as ``apply`` does (issue 16, defect 5): the
+"""``ingest --format jsonl`` refuses a field it does not take, as ``apply`` does, so a misspelt field is never
+silently dropped: the
 record gets a receipt saying it was not read and why, nothing is written for it, and the rest of the
 input goes on."""
 

@@ -21,7 +21,7 @@ from tests.chat_server import Script, chat_server
 from tests.conftest import ROOT
 
 # LoCoMo itself (CC BY-NC) stays outside the repository: this is the project's own invented dialogue in
-# its JSON shape (tests/data/README.md); scripts/ benchmarks read the real conversations from ../shared/data.
+# its JSON shape (tests/data/README.md); the benchmarks (benchmarks/) read the real conversations.
 LOCOMO = ROOT / "tests" / "data" / "locomo_invented.json"
 
 

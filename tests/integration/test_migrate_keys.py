@@ -1,4 +1,4 @@
-"""``pmem migrate keys`` (issue 15, part 1): a key-edition-1 store moves to edition 2. The cells that the
+"""``pmem migrate keys``: a key-edition-1 store moves to edition 2. The cells that the
 given spellings name are re-keyed as events (history shows them), spellings that collide on one
 edition-1 key are a conflict and left alone, ``as_of`` before the migration reads exactly the old state,
 ``--dry-run`` changes nothing, a store on edition 2 says so, bad input exits 2.

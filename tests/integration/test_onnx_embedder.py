@@ -110,7 +110,7 @@ def test_int8_activations_run_each_text_alone_so_its_vector_is_its_own(embedder:
 
 
 def test_batches_run_at_once_give_the_rows_of_batches_run_one_by_one(embedder: OnnxEmbedder) -> None:
-    """The default runs two batches at once (issue 19's measured thread settings): same rows, same order,
+    """The default runs two batches at once (the thread settings measured fastest): same rows, same order,
     every run counted, as one batch at a time on onnxruntime's own thread settings."""
     texts = [f"subject_{i}.capital: Object {i * 7919 % 1000}" + " long" * (i % 9) for i in range(300)]
     for model in (embedder, OnnxEmbedder(dynamic=False)):

@@ -1,4 +1,4 @@
-"""Export and import (issue 18): a history written to a SQLite store, exported and imported into a new
+"""Export and import: a history written to a SQLite store, exported and imported into a new
 SQLite file and into a PostgreSQL schema (the ``backend`` fixture), reads the same there: ``frontier
 --as-of N`` for every N, every ``history``, the ``log``, the receipts of resent op ids; the stored rows,
 op ids and live data keys are the source's byte for byte; a forgotten cell travels as forgotten."""

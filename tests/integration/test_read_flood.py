@@ -1,4 +1,4 @@
-"""The context an agent reads cannot be flooded (issue 14, part 4): on a real store, a trusted cell then 250
+"""The context an agent reads cannot be flooded by low-trust claims: on a real store, a trusted cell then 250
 trust-10 ``contest`` attempts with distinct values and a cell injected through ingest text. The default context
 marks every claim with its source and trust and counts the lower-trust ones; ``min_trust`` leaves them out."""
 

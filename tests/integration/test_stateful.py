@@ -1,7 +1,7 @@
 """Hypothesis drives random operations of every kind against a real store (a SQLite file, and a
 PostgreSQL schema) and the independent reference model (edition 2: Unicode keys, trust guarding every
 version an operation would close); after every step they must agree (docs/concepts.md).
-PostgreSQL runs fewer examples: each step talks to the server, ~10x slower than a local file."""
+PostgreSQL runs fewer examples: each step is a round trip to the server, much slower than a local file."""
 
 from __future__ import annotations
 

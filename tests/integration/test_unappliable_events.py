@@ -1,4 +1,4 @@
-"""A projection that meets an event it cannot apply (issue 16, part 1): it stops in that event's namespace
+"""A projection that meets an event it cannot apply: it stops in that event's namespace
 with an error naming the index and the reason, shown by ``stats`` and ``pmem doctor``; the other
 namespaces keep answering; once the row reads again, catch-up resumes and every read equals a replay.
 

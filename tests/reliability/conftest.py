@@ -1,4 +1,4 @@
-"""The reliability suite (issue 7): real processes, real kills, real storage failures.
+"""The reliability suite: real processes, real kills, real storage failures.
 
 Every test here is marked ``reliability`` (select with ``-m reliability``, leave out with
 ``-m "not reliability"``) and ``slow``. Tests that hold for every backend take the ``backend``

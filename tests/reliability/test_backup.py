@@ -1,4 +1,4 @@
-"""``pmem backup`` and ``pmem export`` (issue 18): an online copy of a SQLite store while writers run.
+"""``pmem backup`` and ``pmem export``: an online copy of a SQLite store while writers run.
 Four writer processes append without pause while five backups are taken through the CLI; every backup passes SQLite's
 ``integrity_check`` and ``pmem doctor``, and holds a prefix of the log with no gap: events 1..N exactly
 as the source stores them, with the op ids of those events and nothing later. SQLite-only: PostgreSQL

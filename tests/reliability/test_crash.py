@@ -57,7 +57,7 @@ class Trial:
 
 def fork_writer(db: str, trial: Trial, resend_file: Path, stderr: Path) -> tuple[int, TextIO]:
     """Fork a writer process: ``workers.append`` with its stdout on a pipe, its stderr in a file.
-    Forking skips the interpreter start (about a second on this machine) that a fresh process would
+    Forking skips the interpreter start (Python, pmem and its dependencies imported) that a fresh process would
     pay on every trial; the child is still a process of its own, with its own SQLite connections
     (the parent holds none while it forks), and it dies only by the SIGKILL below."""
     r, w = os.pipe()

@@ -1,5 +1,5 @@
-"""A store with one damaged page refuses writes (issue 16, defect 5: it used to refuse reads, exit 1, but
-still acknowledge writes into it).
+"""A store with one damaged page refuses writes: a write acknowledged into a damaged file could be lost,
+so none is accepted until the store is repaired.
 
 A real SQLite file, closed, then one page in the middle of it overwritten with garbage, as a bad disk,
 a bad copy or a stray tool would leave it. Before its first write an open store runs ``PRAGMA

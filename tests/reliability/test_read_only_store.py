@@ -1,4 +1,4 @@
-"""Reads from a read-only store whose projections lag answer from the log (issue 16, part 3, last bullet).
+"""Reads from a read-only store whose projections lag answer from the log, since they cannot be caught up there.
 
 A real SQLite file on a real read-only file system (a tmpfs remounted ``ro``, as root; skipped without
 the privilege), and a real PostgreSQL schema read in a read-only session: events appended after the

@@ -1,4 +1,4 @@
-"""A killed ``pmem rebuild`` leaves nothing behind that harms the next one (issue 16, defect 4).
+"""A killed ``pmem rebuild`` leaves nothing behind that harms the next one.
 
 The frontier's full rebuild on SQLite folds the log over worker processes that write into shadow
 tables (``*__rebuild``). Killing the rebuilding process must take its workers with it; a rebuild

@@ -1,4 +1,4 @@
-"""Validation at one boundary (issue 16, parts 1 and 5): every argument of the Python API is checked
+"""Validation at one boundary: every argument of the Python API is checked
 for type and range before anything is read or written, and a bad one raises a ``PmemError`` (normally
 ``InvalidOperation`` naming the field) with a one-line message; the domain refuses an operation that
 would make an invalid event, however it was built. See docs/decisions.md, "Input validation"."""
@@ -45,7 +45,7 @@ def sqlite_store(tmp_path: Path) -> Any:
         yield s
 
 
-# -- defect 1: one call could disable the whole store ------------------------------------------------
+# -- no bad argument to one call can disable the whole store -----------------------------------------
 
 @pytest.mark.parametrize("bad", [None, 5, "\ud800", b"ns", ["ns"], "", "   "], ids=short)
 def test_a_store_opened_on_a_bad_namespace_is_refused_and_writes_nothing(db: str, bad: Any) -> None:
@@ -97,7 +97,7 @@ def test_the_empty_namespace_is_refused_by_the_api_as_by_the_cli(sqlite_store: p
         sqlite_store.apply([{"op": "accept", "key": "k", "value": "v", "namespace": ""}])
 
 
-# -- defect 2: the read side raised plain Python errors, or silently misread ------------------------
+# -- the read side raises a PmemError for a bad argument, never a plain Python error or a misread ----
 
 @pytest.mark.parametrize(("call", "field"), [
     (lambda s: s.get(None), "key"),
@@ -262,7 +262,7 @@ def test_a_not_a_list_to_apply_names_the_operations(sqlite_store: pmem.Store) ->
         sqlite_store.apply(None)  # type: ignore[arg-type]
 
 
-# -- smaller surprises (part 5) -----------------------------------------------------------------------
+# -- smaller surprises ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [
     lambda s: s.accept("k", "   "),

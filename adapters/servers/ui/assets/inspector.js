@@ -132,7 +132,7 @@ function show(...nodes) {
   view.replaceChildren(...nodes);
   state.drawn += 1;
   view.dataset.drawn = String(state.drawn);
-  performance.mark(`pmem:drawn:${state.drawn}`);  // what scripts/bench_inspector.py times
+  performance.mark(`pmem:drawn:${state.drawn}`);  // what python -m benchmarks.inspector times
 }
 
 // -- routing ------------------------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""The write paths ``benchmarks.store`` times: the same ``accept`` operations through P-Mem's CLI and API,
+and the raw SQLite baselines (see that module's docstring for what each path stores)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+import pmem
+
+PMEM_BIN = Path(sys.executable).parent / "pmem"
+EVENTS_TABLE = ("CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
+                "state BLOB, PRIMARY KEY (originator_id, originator_version))")  # eventsourcing's schema
+PLAIN_TABLE = "CREATE TABLE ops (key TEXT, body BLOB)"
+Row = tuple[str, int, str, bytes]
+PEAK_RSS: list[int] = []  # the CLI runs' peak RSS, bytes
+
+
+def make_lines(n_ops: int, n_keys: int, seed: int) -> tuple[list[bytes], list[str]]:
+    """N accept operations as JSON lines (no newline), and the key of each."""
+    rng = random.Random(seed)
+    lines: list[bytes] = []
+    keys: list[str] = []
+    for _ in range(n_ops):
+        key, j = f"key{rng.randrange(n_keys)}", rng.randrange(n_ops)
+        lines.append(orjson.dumps({"op": "accept", "key": key, "value": f"value-{j}", "source": "bench"}))
+        keys.append(key)
+    return lines, keys
+
+
+def run_cli(ops_file: Path, db: Path, n_ops: int) -> float:
+    """``pmem apply`` as a subprocess; its own peak RSS (``/usr/bin/time``, else ``wait4``) goes to
+    :data:`PEAK_RSS`."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # /usr/bin/time forks the CLI from a small process: wait4 on a child forked from this one
+        # would count this process's own memory, copied at the fork, as the child's peak.
+        timer = ["/usr/bin/time", "-f", "%M"] if Path("/usr/bin/time").exists() else []
+        proc = subprocess.Popen([*timer, str(PMEM_BIN), "apply", str(ops_file), "--db", str(db)], stdout=out,
+                                stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if timer:
+        stderr, _, kib = stderr.rstrip().rpartition(b"\n")
+        PEAK_RSS.append(int(kib) * 1024)
+    else:
+        PEAK_RSS.append(usage.ru_maxrss * 1024)
+    if proc.returncode != 0:
+        raise SystemExit(f"pmem apply exited {proc.returncode}: {stderr.decode(errors='replace')}")
+    receipts = sum(1 for line in stdout.split(b"\n") if line.strip())
+    if receipts != n_ops:
+        raise SystemExit(f"pmem apply printed {receipts} receipts, expected {n_ops}")
+    return elapsed
+
+
+def store_bytes(db: Path) -> int:
+    """The store's size on disk: the file and its WAL."""
+    return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
+
+
+def warm_up_cli() -> None:
+    """One ``pmem apply`` of one line, untimed, so the CLI's modules are compiled before it is timed."""
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-warm-") as d:
+        ops_file = Path(d) / "one.jsonl"
+        ops_file.write_bytes(make_lines(1, 1, 0)[0][0] + b"\n")
+        run_cli(ops_file, Path(d) / "warm.db", 1)
+        PEAK_RSS.pop()
+
+
+def run_resend(lines: list[bytes], n_ops: int) -> tuple[float, float]:
+    """Seconds of the first write and of the resend of the same lines, each with an ``op_id``."""
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-resend-") as d:
+        ops_file, db = Path(d) / "ops.jsonl", Path(d) / "bench.db"
+        ops_file.write_bytes(b"".join(line[:-1] + b',"op_id":"m%d"}\n' % i for i, line in enumerate(lines)))
+        first = run_cli(ops_file, db, n_ops)
+        again = run_cli(ops_file, db, n_ops)
+        with pmem.open(db) as store:
+            if store.last_index() != n_ops:
+                raise SystemExit(f"the resend appended events: last_index={store.last_index()}")
+    return first, again
+
+
+def run_api(lines: list[bytes], db: Path, sealed: bool = True) -> float:
+    t0 = time.perf_counter()
+    ops = [orjson.loads(line) for line in lines]
+    store = pmem.open(db)
+    store.log_store.sealing = sealed
+    store.apply(ops)
+    store.close()
+    return time.perf_counter() - t0
+
+
+def event_rows(db: Path) -> list[Row]:
+    """The exact rows P-Mem stored, in log order (read back once, untimed, from a P-Mem store)."""
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT originator_id, originator_version, topic, state FROM stored_events "
+                        "ORDER BY rowid").fetchall()
+    conn.close()
+    return rows
+
+
+def raw_transaction(db: Path, schema: str) -> sqlite3.Connection:
+    """A new SQLite file as the baselines write it: WAL, ``synchronous=FULL``, ``schema``, one open transaction."""
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(schema)
+    conn.execute("BEGIN")
+    return conn
+
+
+def commit_and_close(conn: sqlite3.Connection, t0: float) -> float:
+    """Commit, and the seconds since ``t0``; the close after it is not timed."""
+    conn.execute("COMMIT")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
+def run_raw(rows: list[Row], db: Path) -> float:
+    """The same event rows into the same table, one executemany in one transaction."""
+    t0 = time.perf_counter()
+    conn = raw_transaction(db, EVENTS_TABLE)
+    conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+    return commit_and_close(conn, t0)
+
+
+class _Line(msgspec.Struct):
+    op: str
+    key: str
+    value: str
+    source: str | None = None
+
+
+def run_floor(lines: list[bytes], db: Path) -> float:
+    """The ``floor`` path: decode, build, seal, encode and insert, nothing else."""
+    from pmem.adapters.eventstore.codec import CLASS_VERSION, encode_state, timestamp_envelope
+    from pmem.adapters.eventstore.gc_pause import no_gc
+    from pmem.adapters.eventstore.sealing import new_key, nonces, seal
+    from pmem.domain.keys import cell_id
+
+    t0 = time.perf_counter()
+    decoder = msgspec.json.Decoder(_Line)
+    stamp = timestamp_envelope(datetime.now(UTC))
+    cells: dict[str, tuple[str, list[int], Any]] = {}  # key -> (cell id hex, [revision], cipher)
+    pool = nonces(len(lines))
+
+    def rows() -> Iterator[Row]:
+        for i, line in enumerate(lines):
+            op = decoder.decode(line)
+            cell = cells.get(op.key)
+            if cell is None:
+                cell = cells[op.key] = (cell_id("default", op.key).hex, [0], new_key(1)[0])
+            hexid, revision, key = cell
+            revision[0] += 1
+            fields = {"namespace": "default", "key": op.key, "requested": op.op, "reason": None, "text": None,
+                      "source": op.source, "trust": 50, "observed_at": None, "op_id": None, "node_type": None,
+                      "value": op.value, "vid": revision[0] - 1, "supersedes": None, "timestamp": stamp}
+            seal(fields, hexid, revision[0], key, pool[12 * i:12 * i + 12])
+            yield hexid, revision[0], "pmem.cell/Accepted", encode_state(fields, CLASS_VERSION)
+
+    conn = raw_transaction(db, EVENTS_TABLE)
+    with no_gc():  # as P-Mem's write path: the collector would walk the whole heap, finding nothing
+        conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows())
+    return commit_and_close(conn, t0)
+
+
+def _raw_insert(db: Path, rows: Iterable[tuple[str, bytes]]) -> float:
+    """Seconds to insert ``rows`` (key, body) into a plain table with no index."""
+    t0 = time.perf_counter()
+    conn = raw_transaction(db, PLAIN_TABLE)
+    conn.executemany("INSERT INTO ops (key, body) VALUES (?, ?)", rows)
+    return commit_and_close(conn, t0)
+
+
+def run_raw_plain(lines: list[bytes], keys: list[str], db: Path) -> float:
+    """The input JSON lines into a plain table with no index: the cheapest possible store."""
+    return _raw_insert(db, zip(keys, lines, strict=True))
+
+
+def run_raw_json(lines: list[bytes], keys: list[str], db: Path) -> float:
+    """The input lines into a (key, body) table, a ``json.loads`` of each as it is bound."""
+    return _raw_insert(db, ((json.loads(line)["key"], line) for line in lines))
