@@ -57,6 +57,8 @@ def model() -> Iterator[Model]:
         yield Model(server, script)
 
 
+# Slow: the whole example agent, with its MCP server and model server as processes.
+@pytest.mark.slow
 def test_the_example_agent_remembers_reads_and_answers_through_pmem_mcp(tmp_path: Path, model: Model) -> None:
     agent = load_agent()
     db = tmp_path / "mem.db"

@@ -210,6 +210,8 @@ def test_http_authenticates_every_request_caps_trust_and_stops_a_revoked_token(k
         assert httpx.post(url, json={}, headers=headers).status_code == 401
 
 
+# Slow: starts a server process for each refusal.
+@pytest.mark.slow
 def test_the_server_refuses_to_start_without_a_credential_rule(tmp_path: Path, keys: Keys) -> None:
     def start(db: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess[bytes]:
         env = {k: v for k, v in os.environ.items() if k != "PMEM_TOKEN"} | ({"PMEM_TOKEN": token} if token else {})

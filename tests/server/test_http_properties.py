@@ -239,6 +239,8 @@ def _audit_log(db: str, tally: Tally) -> int:
     return events
 
 
+# Slow: ten thousand requests against a real server process.
+@pytest.mark.slow
 def test_ten_thousand_requests_by_two_tenants_cross_nothing(tmp_path: Path) -> None:
     db = str(tmp_path / "mem.db")
     keys = _keys(db)
