@@ -1,10 +1,14 @@
-"""Typed operations (the commands agents send) and their validation (docs/concepts.md).
+"""Typed operations (the commands agents send), decoded through the one schema (docs/concepts.md).
 
-``parse_operation`` turns one JSON object into an :class:`Operation` or raises
-:class:`~domain.errors.InvalidOperation` naming the field that is wrong. Validation is complete
-before anything is written, so a batch with one bad line writes nothing. :func:`check_operation`
-holds an :class:`Operation` built directly to the same rules (the event log checks every operation
-with it before deciding anything), so an invalid event cannot be appended.
+The schema is :mod:`pmem.domain.op_schema` (``msgspec`` structs). :func:`parse_operation` converts one
+mapping into its struct and :func:`from_struct` makes the struct an :class:`Operation`, after the checks
+a schema cannot express (:func:`semantic_problem`, applied once). A bad operation raises
+:class:`~domain.errors.InvalidOperation` naming the field that is wrong, in one line. Validation is
+complete before anything is written, so a batch with one bad line writes nothing.
+
+An operation decoded this way is a :class:`Decoded`; the event log passes it through
+:func:`check_operation` without checking again. An :class:`Operation` built directly (the Python API
+admits one) is checked there against the same structs, once.
 
 The arguments of the public entry points are checked here too (docs/decisions.md, "Input
 validation"): :func:`checked_namespace`, :func:`checked_string`, :func:`checked_count` and
@@ -16,29 +20,25 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, NamedTuple
 
+import msgspec
+
+from pmem.domain import op_schema
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import KEY_EDITION, normalize_key
-from pmem.domain.node_types import NODE_TYPES, node_type_problem
+from pmem.domain.op_schema import STRUCTS, Noop, Op, OpStruct, Revise
 
-OPS = ("accept", "contest", "reject", "revoke", "resolve", "support", "revise")
+# The limits live in the schema; named here too, where callers have always found them.
+DEFAULT_TRUST, MAX_FIELD_CHARS, MAX_TEXT_BYTES, MAX_VALUE_BYTES, OPS = (
+    op_schema.DEFAULT_TRUST, op_schema.MAX_FIELD_CHARS, op_schema.MAX_TEXT_BYTES, op_schema.MAX_VALUE_BYTES,
+    op_schema.OPS)
 VALUE_REQUIRED = frozenset({"accept", "contest", "resolve"})
-MAX_VALUE_BYTES = 64 * 1024
-MAX_TEXT_BYTES = 1024 * 1024
-MAX_FIELD_CHARS = 1024
-DEFAULT_TRUST = 50
 DEFAULT_NAMESPACE = "default"
 MAX_INDEX = 2**63 - 1
 """The largest event index, count or size an argument may give: a signed 64-bit integer, what SQLite and
 PostgreSQL store."""
-
-_EVIDENCE_FIELDS = frozenset({"source", "trust", "text", "op_id", "observed_at", "node_type"})
-_COMMON_FIELDS = frozenset({"op", "key", "namespace"}) | _EVIDENCE_FIELDS
-_ALLOWED = {
-    op: _COMMON_FIELDS | ({"new_value", "old_value", "status", "hard_commit"} if op == "revise" else {"value"})
-    for op in OPS
-}
 
 
 class Evidence(NamedTuple):
@@ -108,21 +108,6 @@ def string_problem(raw: object, name: str, limit: int, *, blank: bool = True) ->
     return None
 
 
-def _string(d: Mapping[str, Any], name: str, limit: int, *, required: bool = False, blank: bool = True) -> str | None:
-    raw = d.get(name)
-    if type(raw) is str and 0 < len(raw) <= limit // 4 and raw.isascii() and (blank or not raw.isspace()):
-        return raw  # the common case, checked cheaply
-    if raw is None:
-        if required:
-            raise InvalidOperation(f"missing {name!r}", field=name)
-        return None
-    problem = string_problem(raw, name, limit, blank=blank)
-    if problem is not None:
-        raise InvalidOperation(problem, field=name)
-    assert isinstance(raw, str)
-    return raw
-
-
 def checked_string(raw: object, name: str, limit: int = MAX_FIELD_CHARS, *, blank: bool = False,
                    field: str | None = None) -> str:
     """``raw`` if it is a valid string argument ``name`` (see :func:`string_problem`), else
@@ -168,171 +153,231 @@ def checked_count(raw: object, name: str, what: str, *, minimum: int = 0, field:
     return value
 
 
-def _trust(d: Mapping[str, Any]) -> int:
-    raw = d.get("trust", DEFAULT_TRUST)
-    if type(raw) is int and 0 <= raw <= 100:
-        return raw
-    if raw is None:
-        return DEFAULT_TRUST
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= 100:
-        raise InvalidOperation(f"'trust' must be an integer from 0 to 100, got {shown(raw, 200)}", field="trust")
-    return raw
 
 
-def _observed_at(d: Mapping[str, Any]) -> str | None:
-    raw = _string(d, "observed_at", MAX_FIELD_CHARS)
-    if raw is not None:
+# -- the one decoding: mapping -> struct (the schema) -> semantic checks -> Operation ----------------------
+
+class Decoded(Operation):
+    """An :class:`Operation` made by :func:`from_struct`: it passed the schema and the semantic checks,
+    so :func:`check_operation` does not check it again."""
+
+    __slots__ = ()
+
+
+_DECODER = msgspec.json.Decoder(OpStruct)
+_ENCODER = msgspec.json.Encoder()
+_PLAIN = (str, int, bool, type(None))
+_REFUSED = (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, ValueError, OverflowError, TypeError)
+_ANY_STRUCT = OpStruct | Noop
+_NO_BLANK = frozenset({"namespace", "value", "new_value", "old_value"})  # whitespace only is no value
+
+
+def parse_operation(d: Any, namespace: str = DEFAULT_NAMESPACE, key_edition: int = KEY_EDITION) -> Operation:
+    """One operation object (a JSON line of ``pmem apply``, a dict of the Python API) decoded into its
+    struct, then into an :class:`Operation` (keys by ``key_edition``; ``namespace`` where it gives none)."""
+    return from_struct(to_struct(d, OpStruct), namespace, key_edition)
+
+
+def to_struct(d: Any, schema: Any = OpStruct) -> Op:
+    """``d`` converted into its struct of ``schema``, or :class:`InvalidOperation` saying which field is
+    wrong. A plain dict of plain JSON values is encoded to JSON and decoded by type: several times faster
+    than ``msgspec.convert``, which takes the rest (so no value is made a string that was not one)."""
+    if schema is OpStruct and type(d) is dict and all(type(k) is str and type(v) in _PLAIN for k, v in d.items()):
         try:
-            datetime.fromisoformat(raw)
-        except ValueError:
-            raise InvalidOperation(f"'observed_at' is not ISO-8601: {raw!r}", field="observed_at") from None
-    return raw
+            struct: Op = _DECODER.decode(_ENCODER.encode(d))
+            return struct
+        except _REFUSED:
+            pass  # told apart below, field by field
+    try:
+        struct = msgspec.convert(dict(d) if isinstance(d, Mapping) else d, schema)
+        return struct
+    except _REFUSED as e:
+        message, field = refusal(d, e, schema is OpStruct)
+        raise InvalidOperation(message, field=field) from None
+
+
+def from_struct(s: Op, namespace: str, key_edition: int) -> Decoded:
+    """The operation a decoded struct ``s`` stands for, after the checks its schema cannot express."""
+    if not _plain(s):
+        problem = semantic_problem(s)
+        if problem is not None:
+            raise InvalidOperation(problem[0], field=problem[1])
+    key = _key(s.key, key_edition)
+    if not key:
+        raise InvalidOperation(f"key {s.key!r} is empty after normalisation", field="key")
+    ns = namespace if s.namespace is None else s.namespace
+    if type(ns) is not str or not ns or ns.isspace() or not ns.isascii() or len(ns) > MAX_FIELD_CHARS // 4:
+        ns = checked_namespace(ns)  # the store's namespace, when the operation gives none
+    ev = Evidence(s.text, s.source, DEFAULT_TRUST if s.trust is None else s.trust, s.observed_at, s.op_id,
+                  s.node_type)
+    if type(s) is Revise:
+        return Decoded("revise", ns, key, s.new_value, ev, s.old_value, s.status == "correction", s.hard_commit)
+    return Decoded(_TAGS[type(s)], ns, key, getattr(s, "value", None), ev, None, False, False,
+                   getattr(s, "reason", None))
+
+
+_TAGS: dict[type, str] = {cls: tag for tag, cls in STRUCTS.items()}
+
+
+def _plain(s: Op) -> bool:
+    """True when ``s`` certainly passes :func:`semantic_problem` (the common case, checked cheaply: ASCII
+    strings are within their byte limits and free of surrogates)."""
+    value: str | None
+    old: str | None
+    if type(s) is Revise:
+        value, old = s.new_value, s.old_value
+    else:
+        value, old = getattr(s, "value", None), getattr(s, "reason", None)
+    ns = s.namespace
+    return (s.key.isascii() and (ns is None or ns.isascii() and not ns.isspace())
+            and (value is None or value.isascii() and not value.isspace())
+            and (old is None or old.isascii() and not old.isspace() and type(s) is Revise)
+            and (s.text is None or s.text.isascii()) and (s.source is None or s.source.isascii())
+            and (s.op_id is None or s.op_id.isascii()) and (s.observed_at is None or _iso(s.observed_at)))
+
+
+def semantic_problem(s: Op) -> tuple[str, str] | None:
+    """What the schema cannot say about ``s``: (why, which field), or None. Strings: their size in bytes
+    of UTF-8, no lone surrogate, not whitespace only where a value is meant; ``observed_at``: ISO-8601."""
+    for name, limit in _LIMITS[type(s)]:
+        raw = getattr(s, name)
+        if raw is not None:
+            problem = string_problem(raw, name, limit, blank=name not in _NO_BLANK)
+            if problem is not None:
+                return problem, name
+    if s.observed_at is not None and not _iso(s.observed_at):
+        return f"'observed_at' is not ISO-8601: {s.observed_at!r}", "observed_at"
+    return None
+
+
+def _string_limits(cls: type[Op]) -> tuple[tuple[str, int], ...]:
+    """Each string field of ``cls`` with its limit in bytes, read from the schema (its length in characters)."""
+    out = []
+    for f in _fields(cls):
+        for sub in _alternatives(f.type):
+            if isinstance(sub, msgspec.inspect.StrType) and sub.max_length is not None:
+                out.append((f.name, sub.max_length))
+    return tuple(out)
+
+
+def _fields(cls: type[Op]) -> tuple[msgspec.inspect.Field, ...]:
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return info.fields
+
+
+def _alternatives(t: msgspec.inspect.Type) -> tuple[msgspec.inspect.Type, ...]:
+    """The types a field's type admits, without their descriptions (``Metadata``)."""
+    types = t.types if isinstance(t, msgspec.inspect.UnionType) else (t,)
+    return tuple(sub.type if isinstance(sub, msgspec.inspect.Metadata) else sub for sub in types)
+
+
+_LIMITS = {cls: _string_limits(cls) for cls in STRUCTS.values()}
+
+
+def _iso(raw: str) -> bool:
+    try:
+        datetime.fromisoformat(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def valid_observed_at(raw: object) -> str | None:
     """``raw`` when it is an ``observed_at`` an operation admits, else None."""
-    try:
-        return _observed_at({"observed_at": raw})
-    except InvalidOperation:
+    if type(raw) is not str or string_problem(raw, "observed_at", MAX_FIELD_CHARS) is not None or not _iso(raw):
         return None
-
-
-def _node_type(d: Mapping[str, Any]) -> str | None:
-    raw = d.get("node_type")
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        raise InvalidOperation(f"'node_type' must be one of {', '.join(sorted(NODE_TYPES))}, got {shown(raw, 200)}"
-                               [:200], field="node_type")
-    problem = node_type_problem(raw)
-    if problem is not None:
-        raise InvalidOperation(problem, field="node_type")
-    assert isinstance(raw, str)
     return raw
 
 
-def parse_operation(d: Any, namespace: str = DEFAULT_NAMESPACE, key_edition: int = KEY_EDITION) -> Operation:
-    """Validate one operation object (a JSON line of ``pmem apply``) into an :class:`Operation`."""
+@lru_cache(maxsize=65536)
+def _key(raw: str, edition: int) -> str:
+    """The normalised key (a batch names the same keys again and again)."""
+    return normalize_key(raw, edition)
+
+
+# -- why the schema refused an operation: one line naming the field ----------------------------------------
+
+def refusal(d: Any, error: Exception, agent: bool = True) -> tuple[str, str | None]:
+    """Why ``d`` does not fit the schema, as (message, field), read from the structs' own type
+    information (the first problem, in the structs' field order); ``msgspec``'s message where no
+    rule below names it. ``agent``: the ops agents send (not the internal ``noop``)."""
     if not isinstance(d, Mapping):
-        raise InvalidOperation(f"an operation must be a JSON object, got {type(d).__name__}")
+        return f"an operation must be a JSON object, got {type(d).__name__}", None
     op = d.get("op")
-    if type(op) is not str or op not in _ALLOWED:
+    known = OPS if agent else (*OPS, NOOP)
+    if type(op) is not str or op not in known:
         given = "missing" if op is None else shown(op, 200)
-        raise InvalidOperation(f"unknown op {given} (expected one of {', '.join(OPS)})", field="op")
-    if not d.keys() <= _ALLOWED[op]:
-        unknown = sorted(set(d) - _ALLOWED[op], key=lambda k: (0, k) if isinstance(k, str) else (1, type(k).__name__))
+        return f"unknown op {given} (expected one of {', '.join(OPS)})", "op"
+    fields = _fields(STRUCTS[op])
+    unknown = sorted(set(d) - {f.name for f in fields} - {"op"},
+                     key=lambda k: (0, k) if isinstance(k, str) else (1, type(k).__name__))
+    if unknown:
         hint = " (revise takes new_value)" if op == "revise" and "value" in unknown else ""
         field = unknown[0] if isinstance(unknown[0], str) else None
-        raise InvalidOperation(f"unknown field {shown(unknown[0], 200)} for {op}{hint}", field=field)
-    raw_key = _string(d, "key", MAX_FIELD_CHARS, required=True)
-    assert raw_key is not None
-    key = normalize_key(raw_key, key_edition)  # the store's key edition (pmem.domain.keys)
-    if not key:
-        raise InvalidOperation(f"key {raw_key!r} is empty after normalisation", field="key")
-    ns = (_string(d, "namespace", MAX_FIELD_CHARS, blank=False) if "namespace" in d else None) or namespace
-    if type(ns) is not str or not ns or ns.isspace() or not ns.isascii() or len(ns) > MAX_FIELD_CHARS // 4:
-        ns = checked_namespace(ns)  # the store's namespace, when the line gives none
-    evidence = Evidence(
-        _string(d, "text", MAX_TEXT_BYTES) if "text" in d else None,
-        _string(d, "source", MAX_FIELD_CHARS) if "source" in d else None,
-        _trust(d) if "trust" in d else DEFAULT_TRUST,
-        _observed_at(d) if "observed_at" in d else None,
-        _string(d, "op_id", MAX_FIELD_CHARS) if "op_id" in d else None,
-        _node_type(d) if "node_type" in d else None,
-    )
-    if op == "revise":
-        status = d.get("status", "update")
-        if status not in ("update", "correction"):
-            raise InvalidOperation(f"'status' must be 'update' or 'correction', got {shown(status, 200)}",
-                                   field="status")
-        hard = d.get("hard_commit", False)
-        if not isinstance(hard, bool):
-            raise InvalidOperation(f"'hard_commit' must be true or false, got {shown(hard, 200)}", field="hard_commit")
-        return Operation(
-            op, ns, key,
-            value=_string(d, "new_value", MAX_VALUE_BYTES, required=True, blank=False),
-            evidence=evidence,
-            old_value=_string(d, "old_value", MAX_VALUE_BYTES, blank=False),
-            correction=status == "correction",
-            hard_commit=hard,
-        )
-    value = _string(d, "value", MAX_VALUE_BYTES, required=op in VALUE_REQUIRED, blank=False)
-    return Operation(op, ns, key, value=value, evidence=evidence)
+        return f"unknown field {shown(unknown[0], 200)} for {op}{hint}", field
+    for f in fields:
+        problem = _field_problem(f, d[f.name]) if f.name in d else (f"missing {f.name!r}" if f.required else None)
+        if problem is not None:
+            return problem, f.name
+    return str(error).splitlines()[0] if str(error) else type(error).__name__, None
 
+
+def _field_problem(f: msgspec.inspect.Field, raw: object) -> str | None:
+    name, types = f.name, _alternatives(f.type)
+    if raw is None:
+        if f.required:
+            return f"missing {name!r}"
+        if any(isinstance(sub, msgspec.inspect.NoneType) for sub in types):
+            return None
+    kind = next(sub for sub in types if not isinstance(sub, msgspec.inspect.NoneType))
+    if isinstance(kind, msgspec.inspect.StrType):
+        return string_problem(raw, name, kind.max_length or MAX_TEXT_BYTES)
+    if isinstance(kind, msgspec.inspect.IntType):
+        ok = type(raw) is int and (kind.ge is None or raw >= kind.ge) and (kind.le is None or raw <= kind.le)
+        return None if ok else f"{name!r} must be an integer from {kind.ge} to {kind.le}, got {shown(raw, 200)}"
+    if isinstance(kind, msgspec.inspect.BoolType):
+        return None if isinstance(raw, bool) else f"{name!r} must be true or false, got {shown(raw, 200)}"
+    if isinstance(kind, msgspec.inspect.LiteralType):
+        ok = type(raw) is str and raw in kind.values
+        return None if ok else f"{name!r} must be one of {', '.join(map(str, kind.values))}, got {shown(raw, 200)}"
+    return None
+
+
+# -- an Operation built directly: checked against the same structs ----------------------------------------
 
 def check_operation(op: object) -> None:
-    """Raise :class:`InvalidOperation` unless ``op`` is an :class:`Operation` that could have come out of
-    :func:`parse_operation` (or :func:`recorded_noop`): the same types, sizes and ranges. The key must be
-    a non-empty string, but is not normalised again (system keys such as ``_extraction.failed`` are not
-    normal keys)."""
-    if _plain(op):
+    """Raise :class:`InvalidOperation` unless ``op`` is an :class:`Operation` that fits the schema (as
+    :func:`parse_operation` or :func:`recorded_noop` would make it). A :class:`Decoded` one already did,
+    and passes at once. The key must be a non-empty string, but is not normalised again (system keys
+    such as ``_extraction.failed`` are not normal keys)."""
+    if type(op) is Decoded:
         return
     if not isinstance(op, Operation) or len(op) != len(Operation._fields):
         raise InvalidOperation(f"an operation must be a pmem.Operation, got {type(op).__name__}")
     kind, ns, key, value, ev, old, correction, hard, reason = op
-    if type(kind) is not str or (kind not in _ALLOWED and kind != NOOP):
-        raise InvalidOperation(f"unknown op {shown(kind, 200)} (expected one of {', '.join(OPS)})", field="op")
-    _check(ns, "namespace", MAX_FIELD_CHARS, blank=False)
-    _check(key, "key", MAX_FIELD_CHARS, blank=False)
-    if value is None:
-        if kind in VALUE_REQUIRED or kind == "revise":
-            raise InvalidOperation("missing 'value'", field="value")
-    else:
-        _check(value, "value", MAX_VALUE_BYTES, blank=False)
-    if old is not None:
-        _check(old, "old_value", MAX_VALUE_BYTES, blank=False)
+    if not isinstance(ev, Evidence) or len(ev) != len(Evidence._fields):
+        raise InvalidOperation(f"'evidence' must be a pmem.Evidence, got {type(ev).__name__}", field="evidence")
+    checked_string(ns, "namespace", field="namespace")
     for flag, name in ((correction, "correction"), (hard, "hard_commit")):
         if type(flag) is not bool:
             raise InvalidOperation(f"{name!r} must be true or false, got {shown(flag, 200)}", field=name)
-    if reason is not None:
-        _check(reason, "reason", MAX_TEXT_BYTES)
-    _check_evidence(ev)
-
-
-def _plain(op: object) -> bool:
-    """The common case of :func:`check_operation`, checked cheaply (a batch checks hundreds of thousands):
-    True when ``op`` is certainly valid; False when it needs the full check."""
-    if type(op) is not Operation:
-        return False
-    kind, ns, key, value, ev, old, correction, hard, reason = op
-    if type(ev) is not Evidence:
-        return False
-    text, source, trust, observed_at, op_id, node_type = ev
-    return (
-        type(ns) is str and type(key) is str and 0 < len(ns) <= _SHORT and 0 < len(key) <= _SHORT
-        and ns.isascii() and key.isascii() and not ns.isspace() and not key.isspace()
-        and (kind in _VALUE_OPTIONAL if value is None else kind in _ALLOWED and type(value) is str
-             and 0 < len(value) <= MAX_VALUE_BYTES // 4 and value.isascii() and not value.isspace())
-        and old is None and reason is None and correction is False and hard is False
-        and type(trust) is int and 0 <= trust <= 100 and observed_at is None and node_type is None
-        and (text is None or type(text) is str and 0 < len(text) <= MAX_TEXT_BYTES // 4 and text.isascii())
-        and (source is None or type(source) is str and 0 < len(source) <= _SHORT and source.isascii())
-        and (op_id is None or type(op_id) is str and 0 < len(op_id) <= _SHORT and op_id.isascii()))
-
-
-_SHORT = MAX_FIELD_CHARS // 4  # characters of any string short enough to be within 1 KiB of UTF-8
-_VALUE_OPTIONAL = frozenset(OPS) - VALUE_REQUIRED - {"revise"}
-
-
-def _check_evidence(ev: object) -> None:
-    if not isinstance(ev, Evidence) or len(ev) != len(Evidence._fields):
-        raise InvalidOperation(f"'evidence' must be a pmem.Evidence, got {type(ev).__name__}", field="evidence")
-    text, source, trust, observed_at, op_id, node_type = ev
-    for raw, name, limit in ((text, "text", MAX_TEXT_BYTES), (source, "source", MAX_FIELD_CHARS),
-                             (observed_at, "observed_at", MAX_FIELD_CHARS), (op_id, "op_id", MAX_FIELD_CHARS)):
-        if raw is not None:
-            _check(raw, name, limit)
-    if type(trust) is not int or not 0 <= trust <= 100:
-        raise InvalidOperation(f"'trust' must be an integer from 0 to 100, got {shown(trust, 200)}", field="trust")
-    if observed_at is not None:
-        _observed_at({"observed_at": observed_at})
-    if node_type is not None:
-        _node_type({"node_type": node_type})
-
-
-def _check(raw: object, name: str, limit: int, *, blank: bool = True) -> None:
-    if type(raw) is str and 0 < len(raw) <= limit // 4 and raw.isascii() and (blank or not raw.isspace()):
-        return  # the common case, checked cheaply
-    problem = string_problem(raw, name, limit, blank=blank)
+    if ev.trust is None:
+        raise InvalidOperation("'trust' must be an integer from 0 to 100, got None", field="trust")
+    d: dict[str, Any] = {name: v for name, v in zip(Evidence._fields, ev, strict=True) if v is not None}
+    d.update(op=kind, key=key, namespace=ns)
+    if kind == "revise":
+        d.update(new_value=value, status="correction" if correction else "update", hard_commit=hard)
+    elif value is not None:
+        d["value"] = value
+    for name, v in (("old_value", old), ("reason", reason)):
+        if v is not None:
+            d[name] = v
+    if kind == "revise" and value is None:
+        raise InvalidOperation("missing 'new_value'", field="new_value")
+    s = to_struct(d, _ANY_STRUCT)
+    problem = semantic_problem(s)
+    if problem is None and isinstance(key, str) and key.isspace():
+        problem = "'key' is empty (whitespace only)", "key"
     if problem is not None:
-        raise InvalidOperation(problem, field=name)
+        raise InvalidOperation(problem[0], field=problem[1])

@@ -14,7 +14,8 @@ import orjson
 
 from pmem.domain.errors import InvalidBatch, InvalidOperation
 from pmem.domain.keys import KEY_EDITION
-from pmem.domain.operations import checked_count, parse_operation
+from pmem.domain.op_decoding import decode_line
+from pmem.domain.operations import checked_count
 
 Args = argparse.Namespace
 
@@ -132,18 +133,13 @@ def read_chunks(lines: Iterable[bytes], namespace: str, key_edition: int = KEY_E
     """The operations of JSON ``lines`` (each may end in its newline), ``size`` lines a chunk, checked
     as :func:`read_batch` checks them: a bad line raises :class:`InvalidBatch` naming it (lines are
     numbered across all chunks) when its chunk is read."""
-    from pmem.domain.op_decoding import decode_line
-
     chunk: list[Any] = []
     for n, raw in enumerate(lines, 1):
         if raw.endswith(b"\n"):
             raw = raw[:-1]
-        op = decode_line(raw, namespace, key_edition)
-        if op is None:
-            if not raw.strip():
-                continue  # blank lines carry nothing
-            op = parse_line(raw, n, namespace, key_edition)
-        chunk.append(op)
+        if not raw.strip():
+            continue  # blank lines carry nothing
+        chunk.append(parse_line(raw, n, namespace, key_edition))
         if len(chunk) == size:
             yield chunk
             chunk = []
@@ -152,36 +148,21 @@ def read_chunks(lines: Iterable[bytes], namespace: str, key_edition: int = KEY_E
 
 
 def read_batch(data: bytes, namespace: str, key_edition: int = KEY_EDITION) -> list[Any]:
-    """Parse and validate JSON lines, keys by ``key_edition``; any bad line raises :class:`InvalidBatch`
-    naming it. Each line is decoded by type first (:mod:`pmem.domain.op_decoding`); a line that decoding
-    cannot vouch for is parsed the precise way, for its result or its error."""
+    """Decode JSON lines into operations (:mod:`pmem.domain.op_decoding`, once each), keys by
+    ``key_edition``; any bad line raises :class:`InvalidBatch` naming it."""
     from pmem.adapters.eventstore.gc_pause import no_gc
-    from pmem.domain.op_decoding import decode_line
-    from pmem.domain.operations import Operation
 
-    ops: list[Operation] = []
+    ops: list[Any] = []
     with no_gc():  # hundreds of thousands of long-lived operations, no reference cycles
         for n, raw in enumerate(data.split(b"\n"), 1):
-            op = decode_line(raw, namespace, key_edition)
-            if op is None:
-                if not raw.strip():
-                    continue  # blank lines (and the final newline) carry nothing
-                op = parse_line(raw, n, namespace, key_edition)
-            ops.append(op)
+            if raw.strip():  # blank lines (and the final newline) carry nothing
+                ops.append(parse_line(raw, n, namespace, key_edition))
     return ops
 
 
 def parse_line(raw: bytes, n: int, namespace: str, key_edition: int) -> Any:
     """The operation of line ``n``, or :class:`InvalidBatch` saying why it is not one."""
     try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InvalidBatch(f"invalid UTF-8 at byte {e.start}", line=n) from None
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise InvalidBatch(f"malformed JSON: {e}", line=n) from None
-    try:
-        return parse_operation(obj, namespace, key_edition)
+        return decode_line(raw, namespace, key_edition)
     except InvalidOperation as e:
         raise InvalidBatch(str(e), line=n, field=e.field) from None

@@ -9,8 +9,9 @@ the source and the trust cap. Nothing here decides what a caller may do.
   authenticated again on every call, so a revoked token stops working at the next call.
 - http: every HTTP request carries its own ``Authorization: Bearer`` token, checked before the SDK sees
   the request (401 otherwise) and again by the tool.
-- ``--insecure-local``: no token, no credential (only when the store has no active credential; http then
-  binds 127.0.0.1 only).
+- ``--insecure-local``: no token, no credential, while the store has no active credential (re-checked
+  per call: once a key is added, a call without a token is :class:`Unauthorized`; http binds 127.0.0.1
+  only).
 
 Bad input is a tool error whose text is the one-line message (``InvalidOperation: ...``), never a traceback.
 """
@@ -18,13 +19,16 @@ Bad input is a tool error whose text is the one-line message (``InvalidOperation
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field, WithJsonSchema
 
-from pmem.adapters.service.credentials import Credentials
+from pmem.adapters.servers.limits import Deadline, Limits
+from pmem.adapters.servers.store_pool import StorePool
+from pmem.adapters.service.credentials import Credentials, LocalOpening
 from pmem.adapters.service.guarded import GuardedStore
 from pmem.domain.errors import PmemError, Unauthorized
+from pmem.domain.op_schema import operations_schema
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import Context
@@ -41,21 +45,11 @@ Key = Annotated[str, Field(description="the fact's key, e.g. 'home city' or 'acc
                                        "(normalised: case and spaces do not matter)")]
 
 
-class Operation(BaseModel):
-    """One typed operation on a cell (the JSON form of `pmem apply`)."""
-
-    op: Literal["accept", "contest", "reject", "revoke", "resolve", "support"] = Field(
-        description="accept: new current value (the old one is kept as superseded); contest: hold a value "
-                    "open as an alternative; reject: the current value is wrong (replace it with value, or "
-                    "roll back); revoke: retract the current value or an alternative; resolve: settle a "
-                    "contested cell on value; support: add evidence to the current value (or to value)")
-    key: str = Field(description="the fact's key")
-    value: str | None = Field(default=None, description="the value (needed by accept, contest, resolve)")
-    trust: int | None = Field(default=None, description="0-100; capped at the credential's max trust; "
-                                                        "omitted: the cap")
-    text: str | None = Field(default=None, description="the observation itself, as said")
-    op_id: str | None = Field(default=None, description="idempotency key: resending it records nothing new")
-    observed_at: str | None = Field(default=None, description="ISO-8601 time of the observation")
+Operations = Annotated[list[dict[str, Any]], Field(min_length=1), WithJsonSchema({
+    **operations_schema(), "minItems": 1,
+    "description": "the operations, applied in order, all or nothing (the JSON lines of `pmem apply`)"})]
+"""The operations of the ``apply`` tool. Their schema is the operation structs' (:mod:`pmem.domain.op_schema`);
+the SDK checks only that it is a list of objects, and the store decodes each one into its struct, once."""
 
 
 class Access:
@@ -65,10 +59,13 @@ class Access:
     def __init__(self, store: Store, token: str | None, insecure: bool) -> None:
         self.store, self.token, self.insecure = store, token, insecure
         self.credentials = Credentials(store.projection_db)
+        self.opening = LocalOpening()
+        self.limits = Limits()  # what one call may ask for, and its deadline (pmem mcp's options)
+        self.pool: StorePool | None = None  # stores lent one per tool call (None: every call on ``store``)
 
     def guarded(self, headers: Mapping[str, str] | None) -> GuardedStore:
         token = bearer(headers) if headers is not None else self.token
-        if token is None and self.insecure:
+        if token is None and self.insecure and self.opening.is_open(self.credentials):
             return GuardedStore(self.store, None)
         return GuardedStore(self.store, self.credentials.authenticate(token))
 
@@ -93,7 +90,14 @@ def guarded_call(access: Access, ctx: Context, work: Callable[[GuardedStore], Ca
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
-        return work(access.guarded(ctx.headers))
+        g = access.guarded(ctx.headers)
+        if access.pool is None:
+            return work(g)
+        deadline = Deadline(access.limits.deadline_s)
+        with access.pool.lend(deadline) as store:  # a write checks the deadline before it commits
+            answer = work(GuardedStore(store, g.credential))
+        deadline.check("the answer was dropped")  # a read past the deadline answers nothing
+        return answer
     except PmemError as e:
         raise ToolError(f"{type(e).__name__}: {e}") from None
 
@@ -102,7 +106,8 @@ class BearerGate:
     """ASGI: a request without a live token is answered 401 (503 when the credentials cannot be read)
     before the SDK sees it, with a JSON-RPC error whose message is the one-line reason, which MCP
     clients show as the error of the call; the rest go to the SDK's app, which authenticates again per
-    tool call. On an ``--insecure-local`` server a request without a token passes."""
+    tool call. On an ``--insecure-local`` server a request without a token passes while the store has no
+    active credential."""
 
     def __init__(self, app: Any, access: Access) -> None:
         self.app, self.access = app, access

@@ -23,7 +23,7 @@ from pmem.adapters.servers.mcp_access import (
     AsOf,
     Key,
     Namespace,
-    Operation,
+    Operations,
     guarded_call,
     result,
 )
@@ -51,13 +51,11 @@ class Tools:
         record: dict[str, object] = {"text": text} if trust is None else {"text": text, "trust": trust}
         return guarded_call(self.access, ctx, lambda g: _receipts(g.ingest([record], namespace)["receipts"]))
 
-    def apply(self, operations: Annotated[list[Operation], Field(min_length=1, description="the operations, "
-                                                                 "applied in order, all or nothing")],
-              ctx: Context, namespace: Namespace = None) -> CallToolResult:
+    def apply(self, operations: Operations, ctx: Context, namespace: Namespace = None) -> CallToolResult:
         """Apply typed operations atomically (all or nothing). Use it for exact changes; use `remember` for
         free text. The source is set from your credential and trust capped at its maximum; receipts say so."""
-        ops = [o.model_dump(exclude_none=True) for o in operations]
-        return guarded_call(self.access, ctx, lambda g: _receipts(g.apply(ops, namespace)))
+        self.access.limits.batch_of(operations, "operations")
+        return guarded_call(self.access, ctx, lambda g: _receipts(g.apply(operations, namespace)))
 
     def get(self, key: Key, ctx: Context, as_of: AsOf = None, disclose: Disclose = None,
             namespace: Namespace = None) -> CallToolResult:
@@ -79,6 +77,8 @@ class Tools:
                ctx: Context, k: Annotated[int, Field(ge=1, le=100, description="how many facts")] = 5,
                as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """The facts best matching a query (by meaning and by words), best first, with their current values."""
+        self.access.limits.question_of(query, "query")
+        self.access.limits.k_of(k)
         return guarded_call(self.access, ctx, lambda g: _shown(g.search(query, namespace, k, as_of), fmt.hits))
 
     def read(self, question: Annotated[str, Field(description="the user's question")], ctx: Context,
@@ -101,6 +101,8 @@ class Tools:
              as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """The context to answer a question from: the relevant facts, each claim marked with source and
         trust. Call this before answering anything about the user."""
+        self.access.limits.question_of(question)
+        self.access.limits.k_of(k)
         alternatives = "all" if all_alternatives else "summary"
         return guarded_call(self.access, ctx, lambda g: _shown(
             g.read(question, namespace, mode, budget, as_of, k=k, min_trust=min_trust, alternatives=alternatives,
@@ -109,6 +111,7 @@ class Tools:
     def what_next(self, ctx: Context, k: Annotated[int, Field(ge=1, le=50, description="how many")] = 5,
                   as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """What to ask the user or read next: the open questions whose prerequisites are known, best first."""
+        self.access.limits.k_of(k)
         return guarded_call(self.access, ctx, lambda g: _shown(g.what_next(namespace, k, None, as_of), fmt.proposals))
 
     def history_resource(self, namespace: str, key: str, ctx: Context) -> str:
@@ -144,6 +147,8 @@ class OneLineErrors(MCPServer[Any]):
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
             cause = e.__cause__
+            if isinstance(cause, PmemError):  # raised before the store was called (a limit): its one line
+                raise ToolError(f"Error executing tool {name}: {type(cause).__name__}: {cause}") from cause
             if not isinstance(cause, ValidationError):
                 raise
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}"

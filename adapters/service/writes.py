@@ -11,7 +11,6 @@ from pmem.adapters.service.bootstrap import Wiring
 from pmem.adapters.service.doctor import write_checked
 from pmem.domain.errors import InvalidBatch, InvalidOperation
 from pmem.domain.keys import normalize_key
-from pmem.domain.op_decoding import convert
 from pmem.domain.operations import (
     MAX_FIELD_CHARS,
     Operation,
@@ -48,7 +47,7 @@ class Writes:
                 ops.append(item)
                 continue
             try:
-                ops.append(convert(item, namespace, key_edition))
+                ops.append(parse_operation(item, namespace, key_edition))
             except InvalidOperation as e:
                 _first_bad(ops)  # an Operation before this line that is bad too is named first
                 raise InvalidBatch(str(e), line=n, field=e.field) from None

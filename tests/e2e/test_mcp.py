@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -25,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 import pmem
 from pmem.adapters.service.credentials import Credentials
+from pmem.domain.op_schema import OPS, OpStruct
 from tests.conftest import PMEM_BIN
 
 TOOLS = {"remember", "apply", "get", "history", "search", "read", "what_next"}
@@ -114,15 +116,27 @@ async def check_tools(session: ClientSession) -> None:
         props = t.input_schema["properties"]
         assert all(p.get("description") for name, p in props.items() if name not in ("operations",)), t.name
     assert tools["get"].input_schema["required"] == ["key"]
-    op = tools["apply"].input_schema["$defs"]["Operation"]["properties"]["op"]
-    assert set(op["enum"]) == {"accept", "contest", "reject", "revoke", "resolve", "support"}
+    operations = dict(tools["apply"].input_schema["properties"]["operations"])
+    assert (operations.pop("minItems"), operations.pop("description").startswith("the operations")) == (1, True)
+    assert operations.pop("title") == "Operations"  # the SDK's title for the argument
+    assert operations == operations_by_msgspec()  # the operation structs' schema, nothing else
+
+
+def operations_by_msgspec() -> dict[str, Any]:
+    """What ``msgspec.json.schema`` generates for a list of the operation structs, references resolved."""
+    schema = msgspec.json.schema(list[OpStruct])
+    defs = schema.pop("$defs")
+    del schema["items"]["discriminator"]
+    assert len(defs) == len(OPS) and {d["properties"]["op"]["enum"][0] for d in defs.values()} == set(OPS)
+    schema["items"]["anyOf"] = [defs[ref["$ref"].rsplit("/", 1)[1]] for ref in schema["items"]["anyOf"]]
+    return schema
 
 
 async def check_capped_write(session: ClientSession) -> None:
     r = await session.call_tool("apply", {"operations": [
         {"op": "accept", "key": "home city", "value": "Porto", "trust": 99, "source": "bank"}]})
     assert not r.is_error, text(r)
-    assert text(r) == "#1 accept home_city -> Porto (active); trust capped 99 -> 60"
+    assert text(r) == "#1 accept home_city -> Porto (active); trust capped 99 -> 60; source set to agent-a"
     (receipt,) = r.structured_content["result"]
     assert receipt["trust_capped"] == {"claimed": 99, "applied": 60}
     h = await session.call_tool("history", {"key": "home city"})

@@ -61,32 +61,24 @@ def test_a_rolled_back_batch_leaves_no_data_key_of_its_new_cells_cached(store: p
     assert [store.get(f"k{i}").value for i in range(50)] == [f"v{i}" for i in range(100, 150)]
 
 
-def test_cells_held_between_chunks_are_bounded_by_their_events(store: pmem.Store, backend: Backend) -> None:
+def test_cells_held_between_chunks_are_bounded_by_their_count(store: pmem.Store, backend: Backend) -> None:
     chunks = [_chunk(n * 100, 100) for n in range(6)]  # 50 cells, 2 events each per chunk
     with pmem.open(backend.new_url()) as one:
         expected = [r.to_dict() for r in one.apply([op for c in chunks for op in c])]
-    store.log_store.stream_cached_events = 150  # the log's bound, set low: 50 cells of 4 events are dropped
+    store.log_store.stream_cached_cells = 40  # the log's bound, set low: the 50 cells are let go after each chunk
     got: list[pmem.Receipt] = []
     store.apply_stream(iter(chunks), got.extend)
     assert [r.to_dict() for r in got] == expected  # cells dropped and read again decide the same
-    assert not store.log_store._cells  # 50 cells of 12 events each: over the bound, so not held
+    assert not store.log_store._cells
 
 
-def test_the_held_event_count_is_the_sum_of_the_held_cells_revisions(store: pmem.Store) -> None:
-    log = store.log_store
-
-    def held_sum() -> int:
-        return sum(cell.version for cell, _ in log._cells.values())
-
-    store.apply(_chunk(0, 30))
-    store.apply_stream(iter([_chunk(20, 40), _chunk(0, 10), _chunk(60, 90, op_id=False)]), lambda _: None)
-    assert log._held_events == held_sum() > 0  # new cells, cached cells, resends and plain writes
-    log.stream_cached_events = 100  # the bound, set low: the next chunk drops every cell held
-    store.apply_stream(iter([_chunk(150, 60), _chunk(210, 5)]), lambda _: None)
-    assert log._held_events == held_sum() > 0  # cells dropped at the bound, then read again from the log
-    store.forget("k1")
-    store.forget("k2")
-    assert log._held_events == held_sum()
+def test_cells_held_between_batches_keep_only_their_open_versions(store: pmem.Store) -> None:
+    store.apply_stream(iter([_chunk(n * 100, 100, op_id=False) for n in range(10)]), lambda _: None)
+    store.apply([Operation("contest", "default", "k3", "other", Evidence())])
+    held = {k[1]: cell.state for k, (cell, _) in store.log_store._cells.items()}
+    assert len(held) == 50 and all(len(s.versions) == 20 for k, s in held.items() if k != "k3")
+    assert all(len(s.versions.held) == 1 for k, s in held.items() if k != "k3")  # the head: not 20 versions
+    assert sorted(v.value for v in held["k3"].versions) == ["other", "v953"]  # head and its alternative
 
 
 def test_a_streamed_batch_writes_through_a_small_page_cache_and_then_restores_it(db_path: Path) -> None:
@@ -137,44 +129,38 @@ def _probed(chunks: list[list[Operation]], look: Callable[[], None]) -> Iterator
         yield chunk
 
 
-@pytest.mark.parametrize("packed_bytes", [1 << 30, 6_000])  # all cells kept packed; or most evicted again
-def test_cells_packed_between_chunks_decide_as_cells_held_or_read_again(store: pmem.Store, backend: Backend,
-                                                                          packed_bytes: int) -> None:
+@pytest.mark.parametrize("cells_held", [1000, 10])  # every cell kept between chunks; or all read again
+def test_cells_held_or_read_again_between_chunks_decide_as_one_batch(store: pmem.Store, backend: Backend,
+                                                                       cells_held: int) -> None:
     chunks = [_mixed(n * 80, 80) for n in range(12)]
     with pmem.open(backend.new_url()) as one:
         expected = [r.to_dict() for r in one.apply([op for c in _probed(chunks, lambda: None) for op in c])]
         expected_log = [{k: v for k, v in e.items() if k != "recorded_at"} for e in one.log()]
         expected_cells = {c.key: (c.value, c.status, c.alternatives) for c in one.frontier()}
     log = store.log_store
-    log.stream_cached_events = 60  # past 60 events held, the cells are packed (or read again) between chunks
-    log._packed.limit = packed_bytes
-    packed_seen: list[int] = []  # the cells packed between each chunk and the next
+    log.stream_cached_cells = cells_held
+    held_seen: list[int] = []  # the cells held between each chunk and the next
     got: list[pmem.Receipt] = []
-    store.apply_stream(_probed(chunks, lambda: packed_seen.append(len(log._packed))), got.extend)
+    store.apply_stream(_probed(chunks, lambda: held_seen.append(len(log._cells))), got.extend)
     assert [r.to_dict() for r in got] == expected
     assert [{k: v for k, v in e.items() if k != "recorded_at"} for e in store.log()] == expected_log
     assert {c.key: (c.value, c.status, c.alternatives) for c in store.frontier()} == expected_cells
-    if packed_bytes > 1 << 20:
-        assert packed_seen == [40] * (len(chunks) - 1)  # every cell packed, then unpacked by the next chunk
-    else:
-        assert 0 < max(packed_seen) < 40  # the bound evicted some: those were read again from the log
-    assert not log._packed and log._packed.size == 0  # packed cells live only inside their batch
-    assert not log._cells  # past the bound after the last chunk, the cells are let go rather than packed
+    assert set(held_seen) == ({41} if cells_held > 41 else {1})  # all held; or let go, the probe's alone
 
 
-def test_a_rolled_back_batch_leaves_nothing_packed(store: pmem.Store) -> None:
+def test_a_rolled_back_batch_leaves_no_cell_state(store: pmem.Store) -> None:
     log = store.log_store
-    log.stream_cached_events = 10
+    log.stream_cached_cells = 10
 
     def chunks() -> Iterator[list[Operation]]:
         yield _mixed(0, 80)
-        yield [Operation("accept", "default", "elsewhere", "v", Evidence())]  # a cell of its own: unpacks none
-        assert log._packed  # the first chunk's cells were packed at the bound (before the second ran)
+        yield [Operation("accept", "default", "elsewhere", "v", Evidence())]
+        assert log.recorder.states.counts() == (41, 1)  # inside the batch: the state of its cells, written
         raise InvalidBatch("missing 'value'", line=161, field="value")
 
     with pytest.raises(InvalidBatch):
         store.apply_stream(chunks(), lambda _: None)
-    assert not log._packed and not log._cells and log._packed.size == 0
+    assert not log._cells and log.recorder.states.counts() == (0, 0)
     assert store.last_index() == 0
 
 
