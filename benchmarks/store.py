@@ -59,8 +59,13 @@ each cell's history grows (``--history``: events per cell), beside the raw inser
 ``--ops`` lines over ``--keys`` keys, or of each ``LINES:KEYS`` batch of ``--rss-sizes``, all in the same
 run (``--rss-sizes 200000:40000,1000000:100000`` shows whether memory grows with the batch).
 
+``--sweep`` runs only the deployment-scale sweep (:mod:`benchmarks.store_sweep`): ``pmem apply`` and
+``pmem rebuild`` of ``--lines`` lines over 1,000 keys, 100,000 keys, one key per line, and a mix of
+accepts and revokes that walk back along long histories.
+
     .venv/bin/python -m benchmarks.store [--quick] [--ops 200000] [--keys 40000] [--seed 1]
         [--history 1,10,100,1000] [--plots DIR]
+    .venv/bin/python -m benchmarks.store --sweep [--lines 1000000]
 """
 
 
@@ -95,6 +100,7 @@ from benchmarks.store_paths import (
     store_bytes,
     warm_up_cli,
 )
+from benchmarks.store_sweep import sweep
 
 PATHS = ("cli", "api", "raw", "raw-plain", "raw-json", "api-unsealed", "floor")
 MIB = 2**20
@@ -299,6 +305,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rss-sizes", type=batch_sizes, metavar="LINES:KEYS,...",
                     help="with --rss-only: these batches instead of --ops/--keys, all in the same run "
                          "(e.g. 200000:40000,1000000:100000)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="only the deployment-scale sweep of pmem apply and pmem rebuild (benchmarks/store_sweep.py)")
+    ap.add_argument("--lines", type=int, default=1_000_000, help="with --sweep: lines per row (default 1000000)")
     add_output_options(ap, "store")
     args = ap.parse_args(argv)
     if args.quick:
@@ -315,6 +324,10 @@ def main(argv: list[str] | None = None) -> None:
     # One warm-up apply writes the cache before anything is timed.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     warm_up_cli()
+    if args.sweep:
+        sweep(run, args.lines)
+        run.finish()
+        return
     if args.rss_only:
         rss(run, args.rss_sizes or [(args.ops, args.keys)], args.seed)
         run.finish()

@@ -224,7 +224,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("history", "every version of a cell", _add_history, _history),
     Command("log", "events in index order (JSON lines)", _add_log, _log),
     cli_jobs.REBUILD,
-    Command("stats", "counts of events, cells, versions; projection positions, lags and workers", None, _stats),
+    Command("stats", "counts of events, cells, namespaces; projection positions, lags and workers", None, _stats),
     cli_jobs.WORKER,
     Command("search", "cells best matching QUERY by `key: value` (JSON lines)", _add_search, _search, check_k),
     cli_jobs.INGEST,

@@ -1,8 +1,10 @@
 """The event store: an ``eventsourcing`` Application over the P-Mem log (SQLite or PostgreSQL).
 
 The write path is lean but goes through the domain: operations are decided on ``MemoryCell``
-aggregates, encoded with the orjson codec and inserted with one ``executemany`` per batch, all
-cells of a batch in one transaction. The recorder is :class:`.sqlite_log.PmemRecorder` or
+aggregates holding each cell's compact state (:mod:`.cell_state`: what ``decide`` needs, read in one
+query per chunk, whatever the cell's history), encoded with the orjson codec and inserted with one
+``executemany`` per batch, all cells of a batch and their compact states in one transaction.
+The recorder is :class:`.sqlite_log.PmemRecorder` or
 :class:`.pg_log.PmemPgRecorder`, as :mod:`pmem.adapters.storage.backend` chooses from the store's name.
 A version conflict (another writer got there first) reloads the cells and decides again, so no
 operation is ever lost; a resent ``op_id`` appends nothing. Each event's values, evidence text,
@@ -14,17 +16,28 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import orjson
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
+from pmem.adapters.eventstore.cell_state import (
+    ROLLBACK_OPS,
+    StateWrites,
+    add_chain,
+    chain_starts,
+    compact,
+    decode,
+    states_from_log,
+)
 from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp_envelope
 from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.eventstore.mapper import OrjsonMapper
@@ -34,7 +47,13 @@ from pmem.adapters.eventstore.stored_log import CellRange
 from pmem.adapters.storage.backend import open_backend
 from pmem.domain.cell import CellEvent, Forgotten, MemoryCell, NotApplied
 from pmem.domain.decide import execute
-from pmem.domain.errors import ConflictRetriesExhausted, InvalidBatch, InvalidOperation, StoreUnavailable
+from pmem.domain.errors import (
+    ConflictRetriesExhausted,
+    InvalidBatch,
+    InvalidOperation,
+    RetryConflict,
+    StoreUnavailable,
+)
 from pmem.domain.keys import cell_id
 from pmem.domain.operations import Operation, check_operation
 from pmem.domain.state import CellState
@@ -42,14 +61,10 @@ from pmem.domain.views import Head, Receipt
 from pmem.projections.replay import IndexedEvent, fold
 
 MAX_CACHED_CELLS = 200_000
-# A streamed batch keeps at most this many cells, and this many events' worth of their state (each
-# cell's revision: a cell's versions grow with its events), between its chunks: a cell is about 0.6 KB
-# with its data key's bytes, an event about 0.4 KB of state (docs/decisions.md). Past either, the cells
-# are packed (see .packed), up to about STREAM_PACKED_BYTES; as they fill that room, the bounds on the cells
-# held shrink to a quarter, so the two together stay in about the same memory.
+# A streamed batch keeps at most this many cells between its chunks (each in its compact state, about
+# 1 KB with its data key's bytes); past it they are let go and read again from the state table.
 STREAM_CACHED_CELLS = 49_152
-STREAM_CACHED_EVENTS = 196_608
-STREAM_PACKED_BYTES = 48 * 2**20
+STREAM_PACKED_BYTES = 48 * 2**20  # the room of a streamed batch's resent operations' folds (see .packed)
 _Made = tuple[type[CellEvent], Operation, str | None, Head | None]
 """The parts of a new event's receipt: its class, the operation, the reason and the head after it."""
 _uncached_cell_id = cell_id.__wrapped__
@@ -62,18 +77,15 @@ class EventLog(Application[UUID]):
     ``postgresql://`` URL (see :mod:`pmem.adapters.storage.backend`)."""
 
     name = "pmem"
-
     def __init__(self, path: str | Path, *, synchronous: str = "FULL", max_retries: int = 100) -> None:
         self.backend = open_backend(path)
         self.db = self.backend.label
         self._errors: tuple[type[BaseException], ...] = (PersistenceError, *self.backend.errors)
         self.max_retries = max_retries
-        self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}
-        self._held_events = 0  # the events folded into self._cells (their revisions' sum), kept as they change
-        self.stream_cached_events = STREAM_CACHED_EVENTS  # the events a streamed batch holds between chunks
-        # a streamed batch's cells past that bound, and its resent operations' cells folded (for their
-        # receipts), packed: valid only inside the batch (it holds the write lock)
-        self._packed = PackedCells(STREAM_PACKED_BYTES)
+        self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}  # compact states (see .cell_state)
+        self.stream_cached_cells = STREAM_CACHED_CELLS  # the cells a streamed batch holds between chunks
+        # a streamed batch's resent operations' cells folded (for their receipts), packed: valid only
+        # inside the batch (it holds the write lock)
         self._folds = PackedCells(STREAM_PACKED_BYTES)
         self._stream_folds: PackedCells | None = None  # self._folds while a streamed batch runs
         self.sealing = True  # False: write plaintext events (only the benchmark's baseline does)
@@ -83,6 +95,7 @@ class EventLog(Application[UUID]):
             except self._errors + (OSError,) as e:
                 raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
         self.keys = Keyring(key_scope(self.backend), lambda cells: self._read(self.recorder.select_keys, cells))
+        self._build_states()
 
     recorder: Any  # pmem.adapters.eventstore.sqlite_log.PmemRecorder or pmem.adapters.eventstore.pg_log.PmemPgRecorder
     mapper: OrjsonMapper
@@ -128,11 +141,7 @@ class EventLog(Application[UUID]):
                         sink(self._execute_once(ops))
                     count += len(ops)
                     chunk = next(it, None)
-                    if chunk is not None:
-                        self._bound_stream_cache()
-                    elif self._over_stream_bound():  # the last chunk: let the cells go instead of packing them
-                        self.keys.drop(h for _, h in self._cells.values())
-                        self._drop_cells()
+                    self._bound_stream_cache()
         except BaseException as e:
             self._drop_cells()
             self.keys.drop_all()  # keys made by a rolled-back batch exist nowhere: read them all afresh
@@ -141,56 +150,35 @@ class EventLog(Application[UUID]):
             raise
         finally:
             self._stream_folds = None
-            self._drop_packed()
+            self._folds.clear()
         return count
 
     def _bound_stream_cache(self) -> None:
-        """Between a streamed batch's chunks: past :data:`STREAM_CACHED_CELLS` cells or
-        :attr:`stream_cached_events` events held in them (bounds that shrink to a quarter as the packed
-        cells fill their room), pack the cells and drop their data keys, so memory stays bounded, not
-        the batch's. A packed cell touched again is unpacked; one dropped from the packed cells is read
-        again from the log, in the transaction."""
-        if self._over_stream_bound():
+        """After a streamed batch's chunk: past :attr:`stream_cached_cells` cells held, let them and
+        their data keys go, so memory stays bounded, not the batch's (a cell touched again is read
+        from the state table, in the transaction)."""
+        if len(self._cells) > self.stream_cached_cells:
             self.keys.drop(h for _, h in self._cells.values())
-            while self._cells:  # each cell's objects freed as it is packed: the two never all coexist
-                k, (cell, hexid) = self._cells.popitem()
-                self._packed.put(k, (hexid, cell.version, cell.state.packed()))
-            self._held_events = 0
-            self._packed.bound()
+            self._cells.clear()
             gc.collect()
         self._folds.bound()
 
-    def _over_stream_bound(self) -> bool:
-        room = 1 - 0.75 * self._packed.fullness() if self._packed.limit > 0 else 1
-        return len(self._cells) > STREAM_CACHED_CELLS * room or self._held_events > self.stream_cached_events * room
-
     def _drop_cells(self) -> None:
         self._cells.clear()
-        self._held_events = 0
-        self._drop_packed()
-
-    def _drop_packed(self) -> None:
-        self._packed.clear()
         self._folds.clear()
 
-    def _hold(self, cells: dict[tuple[str, str], tuple[MemoryCell, str]], events: int) -> None:
-        """Keep ``cells``, which add ``events`` to the events held (those of the cells not held before,
-        as read, plus those just appended): kept as a count, since summing every held cell after each
-        chunk cost time in proportion to the cells held."""
-        self._held_events += events
-        self._cells.update(cells)
-
-    def _unpack(self, keys: set[tuple[str, str]], into: dict[tuple[str, str], tuple[MemoryCell, str]]) -> None:
-        """Move the packed cells among ``keys`` into ``into``, unpacked."""
-        now = datetime.now(UTC)
-        for k in keys:
-            packed = self._packed.take(k) if k not in into else None
-            if packed is not None:
-                hexid, version, state = packed
-                cell: Any = MemoryCell.shell(UUID(hexid), k[0], k[1], now)
-                cell.state = CellState.unpacked(state)
-                cell.version = version
-                into[k] = (cell, hexid)
+    def _build_states(self) -> None:
+        """Build the compact cell state from the log, once, in one transaction, for a store made
+        before it (its log holds events, its state table none)."""
+        if self._read(self.recorder.states.counts)[0] or not self.last_index():
+            return
+        try:
+            with self.recorder.batch():
+                if self.recorder.states.counts()[0]:
+                    return  # another process built it first
+                self.recorder.states.save(states_from_log(self.indexed_events()))
+        except self._errors as e:
+            raise StoreUnavailable(f"cannot build the cell state of store {self.db}: {_first_line(e)}") from e
 
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
         for attempt in range(self.max_retries):
@@ -213,7 +201,7 @@ class EventLog(Application[UUID]):
         # a resent operation decides nothing: its cell need not be loaded
         cells = self._load_cells({(op.namespace, op.key) for op in ops
                                   if op.evidence.op_id is None or (op.namespace, op.evidence.op_id) not in known})
-        read = sum(c.version for k, (c, _) in cells.items() if k not in self._cells)
+        fetched = self._load_chains(cells, ops)
         stamp = timestamp_envelope(datetime.now(UTC))
         # Per operation: the parts of a new event's receipt, or where an earlier receipt lives. (Not the
         # event's fields: a dict per operation held to the end is most of a big batch's memory.)
@@ -253,10 +241,12 @@ class EventLog(Application[UUID]):
                 count[0] += 1
                 yield hexid, cell.version, event_class.TOPIC, encode_state(fields, event_class.class_version)
 
-        first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows)
+        writes = StateWrites([], [], [], [])
+        first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows,
+                                          states=lambda: self._compacted(cells, fetched, writes))
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
-        self._hold(cells, read + count[0])
+        self._cells.update(cells)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"], self._stream_folds)
         return _receipts(outcomes, first, earlier)
 
@@ -272,6 +262,38 @@ class EventLog(Application[UUID]):
             key_rows.append((hexid, revision, raw))
         seal(fields, hexid, revision, key, nonce)
 
+    @staticmethod
+    def _compacted(cells: dict[tuple[str, str], tuple[MemoryCell, str]], fetched: dict[str, list[int]],
+                   writes: StateWrites) -> StateWrites:
+        """The compact state of every cell of a batch that has events, put in place of its state in
+        ``cells``, and its rows in ``writes``."""
+        for cell, hexid in cells.values():
+            if cell.version:
+                cell.state = compact(hexid, cell.state, cell.version, fetched.get(hexid, ()), writes)
+        return writes
+
+    def _load_chains(self, cells: dict[tuple[str, str], tuple[MemoryCell, str]],
+                     ops: Sequence[Operation]) -> dict[str, list[int]]:
+        """Read the chain rows a batch's rollbacks may reinstate (one query per chunk of cells), into
+        their cells' states; ``cell id hex -> version ids`` read."""
+        rollbacks: dict[tuple[str, str], int] = {}
+        for op in ops:
+            if op.op in ROLLBACK_OPS:
+                k = (op.namespace, op.key)
+                rollbacks[k] = rollbacks.get(k, 0) + 1
+        starts, states = [], {}
+        for k, n in rollbacks.items():
+            if k in cells and (start := chain_starts(cells[k][0].state, n)) is not None:
+                hexid = cells[k][1]
+                starts.append((hexid, *start))
+                states[hexid] = cells[k][0].state
+        if not starts:
+            return {}
+        rows: dict[str, list[Any]] = {}
+        for row in self.recorder.states.chain(starts):
+            rows.setdefault(row[0], []).append(row)
+        return {hexid: add_chain(states[hexid], found) for hexid, found in rows.items()}
+
     def _known_op_ids(self, ops: Sequence[Operation]) -> dict[tuple[str, str], int]:
         wanted: dict[str, list[str]] = {}
         for op in ops:
@@ -281,7 +303,31 @@ class EventLog(Application[UUID]):
         for ns, op_ids in wanted.items():
             for oid, index in self.recorder.lookup_op_ids(ns, op_ids).items():
                 known[(ns, oid)] = index
+        rule = getattr(_RESENDS, "rule", None)
+        if rule is not None and known:
+            self._check_resent(ops, known, rule)
         return known
+
+    def _check_resent(self, ops: Sequence[Operation], known: dict[tuple[str, str], int], rule: ResendRule) -> None:
+        """:func:`resend_conflict` for the first of ``ops`` whose op id was recorded for another operation
+        (as ``rule`` compares them: see :func:`strict_resends`).
+        Runs where the op ids are looked up, so a concurrent first use of the same op id cannot slip in
+        between (its insert would fail on the op-id key, and the batch be decided again)."""
+        recorded = self._events_at(sorted(set(known.values())))
+        for op in ops:
+            index = known.get((op.namespace, op.evidence.op_id)) if op.evidence.op_id is not None else None
+            event = recorded.get(index) if index is not None else None
+            if event is not None and not _same_operation(op, event, rule):
+                raise resend_conflict(op)
+
+    def _events_at(self, indices: Sequence[int]) -> dict[int, CellEvent]:
+        """The events at ``indices`` (sorted), read a run of nearby indices at a time (a resent batch's are
+        usually one run)."""
+        out: dict[int, CellEvent] = {}
+        wanted = set(indices)
+        for start, stop in _runs(indices, 256):
+            out.update((i, e) for i, e in self.indexed_events(start, stop) if i in wanted)
+        return out
 
     def _load_cells(self, keys: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[MemoryCell, str]]:
         """The cells ``(namespace, key)`` as they are now (each with its id in hex), from the cache
@@ -290,25 +336,38 @@ class EventLog(Application[UUID]):
             self._drop_cells()
         held = self._cells
         cells = {k: c for k in keys if (c := held.get(k)) is not None}
-        if self._packed:
-            self._unpack(keys, cells)
         # Not cell_id's process-wide cache: a cell read here is held in self._cells, which is the
         # write path's cache; the shared one would only grow with the batch's cells (330 B each).
         missing = {_uncached_cell_id(*k): k for k in keys if k not in cells}
         if missing:
             now = datetime.now(UTC)
-            stored = self.recorder.select_cells(list(missing))
+            stored = self.recorder.states.select([cid.hex for cid in missing])
             self.keys.refresh(stored)
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
-                for index, _, version, topic, state in stored.get(cid.hex, ()):
-                    event = _decoded(index, topic, state, cid, version, self.keys)
-                    try:
-                        cell = event.mutate(cell)
-                    except Exception as e:  # noqa: BLE001  (a stored event whose fields cannot be applied)
-                        raise _unreadable(index, cid, e) from e
+                found = stored.get(cid.hex)
+                if found is not None:
+                    cell.state, cell.version = decode(k[0], k[1], found[1])
                 cells[k] = (cell, cid.hex)
         return cells
+
+    def state_mismatches(self) -> list[str]:
+        """The cells (ids in hex) whose compact state (record or chain) is not the one folded from the
+        log: none, unless the state tables were damaged or written around this store. Folds the whole
+        log in memory (``pmem doctor``)."""
+        want = states_from_log(self.indexed_events())
+        have = self._read(self.recorder.states.select, [r[0] for r in want.states])
+        bad = [h for h, _, revision, blob in want.states if have.get(h) != (revision, blob)]
+        if self._read(self.recorder.states.counts)[0] != len(want.states):
+            bad.append("(cells without events)")
+        chains: dict[str, list[tuple[Any, ...]]] = {}
+        for row in want.chain:
+            chains.setdefault(row[0], []).append(row)
+        found: dict[str, list[tuple[Any, ...]]] = {}
+        starts = [(h, rows[0][1], len(rows)) for h, rows in chains.items()]
+        for row in self._read(self.recorder.states.chain, starts):
+            found.setdefault(row[0], []).append(tuple(row))
+        return bad + [h for h, rows in chains.items() if sorted(found.get(h, [])) != sorted(rows)]
 
     # -- forgetting ----------------------------------------------------------
     def forget(self, keys: Sequence[tuple[str, str]]) -> list[Receipt]:
@@ -340,7 +399,6 @@ class EventLog(Application[UUID]):
                 if c.version > 0 and c.state.forgotten_at != c.version]
         if not todo:
             return []
-        read = sum(c.version for k, c, _ in todo if k not in self._cells)
         stamp = timestamp_envelope(datetime.now(UTC))
         rows, scrub = [], []
         for (ns, key), cell, hexid in todo:
@@ -359,10 +417,12 @@ class EventLog(Application[UUID]):
                     scrub.append((orjson.dumps(clean), hexid, version))
         forgetting = Forgetting([h for _, _, h in todo], scrub)
         try:
-            first = self.recorder.insert_rows(rows, [len(rows)], (), (), forgetting)
+            forgot = {k: (c, h) for k, c, h in todo}
+            first = self.recorder.insert_rows(rows, [len(rows)], (), (), forgetting,
+                                              states=lambda: self._compacted(forgot, {}, StateWrites([], [], [], [])))
         finally:
             self.keys.drop(forgetting.cells)
-        self._hold({k: (c, h) for k, c, h in todo}, read + len(todo))
+        self._cells.update(forgot)
         return [Receipt(first + i, ns, key, "forget", "forget", True, None, None)
                 for i, ((ns, key), _, _) in enumerate(todo)]
 
@@ -402,6 +462,11 @@ class EventLog(Application[UUID]):
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))
+
+    def state_counts(self) -> tuple[int, int]:
+        """(cells, namespaces) that hold events, from the compact cell state."""
+        cells, namespaces = self._read(self.recorder.states.counts)
+        return int(cells), int(namespaces)
 
     def receipt_at(self, index: int) -> Receipt:
         """The receipt an operation got when it was recorded as event ``index``."""
@@ -518,6 +583,50 @@ def _unreadable(index: int, cid: UUID, e: Exception) -> StoreUnavailable:
 
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+ResendRule = Literal["operation", "fact"]
+_RESENDS = threading.local()  # this thread's rule, inside strict_resends()
+
+
+@contextmanager
+def strict_resends(rule: ResendRule = "operation") -> Iterator[None]:
+    """Within this block, on this thread, a resent op id is a duplicate only when it repeats what was
+    recorded under it (key, op, value and source; ``"fact"``: key, value and source, for ingest, whose
+    resent record may be decided anew, an accept then a support), else :func:`resend_conflict`. Outside,
+    the op id alone decides (the library and the CLI, SPEC §4). The servers write inside it: their
+    callers are several credentials. Matched where the op ids are looked up, in the write transaction."""
+    _RESENDS.rule = rule
+    try:
+        yield
+    finally:
+        _RESENDS.rule = None
+
+
+def resend_conflict(op: Operation) -> RetryConflict:
+    """The refusal of an op id already used for another operation: it names nothing of that operation,
+    which may be another credential's."""
+    return RetryConflict(f"op_id {op.evidence.op_id!r} was already used for another operation in namespace "
+                         f"{op.namespace!r}; a resend must repeat its operation exactly (key, op, value), "
+                         "anything else needs a new op_id")
+
+
+def _same_operation(op: Operation, event: CellEvent, rule: ResendRule) -> bool:
+    """Whether ``op`` repeats the operation recorded as ``event``: key, source, the op (unless ``rule`` is
+    "fact"), and the value when ``op`` names one (one left out was decided then: a support of the head)."""
+    return ((event.key, event.source) == (op.key, op.evidence.source)
+            and (rule == "fact" or event.requested == op.op) and op.value in (None, event.value_or_none))
+
+
+def _runs(indices: Sequence[int], gap: int) -> Iterator[tuple[int, int]]:
+    """``(first, last)`` of each run of sorted ``indices`` whose neighbours are at most ``gap`` apart."""
+    start = prev = indices[0]
+    for i in indices[1:]:
+        if i - prev > gap:
+            yield start, prev
+            start = i
+        prev = i
+    yield start, prev
 
 
 def _as_duplicate(r: Receipt) -> Receipt:

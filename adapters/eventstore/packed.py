@@ -1,11 +1,11 @@
-"""Cells a streamed batch keeps between its chunks as bytes instead of objects (docs/decisions.md).
+"""Folds a streamed resend keeps between its chunks as bytes instead of objects (docs/decisions.md).
 
-A cell's state as objects weighs about 390 bytes an event; packed (:meth:`CellState.packed`, marshalled)
-about 65. Unpacking one costs a third of reading and folding it again from the log, so a batch that
-touches more cells than it can hold as objects keeps the rest here, up to ``limit`` bytes. Past it, the
-cells packed longest ago are dropped, down to three quarters of it (a cell taken and put again moves
-to the end), and are read again from the log when touched. The bytes are valid only inside the batch
-that packed them: it holds the write lock, so nothing else changes the cells.
+A resent operation's receipt needs its cell folded up to the event it became; a fold kept here (its
+state packed by :meth:`CellState.packed`, marshalled: a fifth of its objects' memory) lets a later
+chunk go on from where it stopped, up to ``limit`` bytes. Past it, the folds packed longest ago are
+dropped, down to three quarters of it (one taken and put again moves to the end), and are folded again
+when needed. The bytes are valid only inside the batch that packed them: it holds the write lock, so
+nothing else changes the cells.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.pg_log:Factory``. On
 - records ``(namespace, op_id) -> event index`` in the same transaction, under a unique constraint;
 - loads the events of many cells in one query, and one cell's events up to an event index;
 - keeps the cells' data keys (``pmem_keys``, :mod:`.sealing`) in the same transactions as the events.
+- keeps the compact cell state (``pmem_cells``, ``pmem_chain``: :mod:`.cell_state`) in them too.
 
 A version conflict (another writer recorded the same cell version first) fails the whole
 transaction with :class:`eventsourcing.persistence.IntegrityError`, as on SQLite.
@@ -18,7 +19,7 @@ transaction with :class:`eventsourcing.persistence.IntegrityError`, as on SQLite
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -28,6 +29,8 @@ from eventsourcing.persistence import StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
+
+from pmem.adapters.eventstore.cell_state import StateWrites
 
 Row = tuple[str, int, str, bytes]
 KeyRow = tuple[str, int, bytes]
@@ -48,8 +51,18 @@ class PmemPgRecorder(PostgresApplicationRecorder):
         self.sql_create_statements.append(SQL(
             "CREATE TABLE IF NOT EXISTS {} (cell_id text PRIMARY KEY, life bigint NOT NULL, key bytea NOT NULL)"
         ).format(self.keys_table))
+        self.cells_table = SQL("{}.pmem_cells").format(schema)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {} (cell_id text PRIMARY KEY, namespace text NOT NULL, "
+            "revision bigint NOT NULL, state bytea NOT NULL)").format(self.cells_table))
+        self.chain_table = SQL("{}.pmem_chain").format(schema)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {} (cell_id text NOT NULL, vid bigint NOT NULL, value text NOT NULL, "
+            "trust bigint NOT NULL, below bigint, PRIMARY KEY (cell_id, vid))"
+        ).format(self.chain_table))
         self.table = SQL("{}.{}").format(schema, Identifier(self.events_table_name))
         self._local = threading.local()
+        self.states = PgStates(self)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -86,7 +99,8 @@ class PmemPgRecorder(PostgresApplicationRecorder):
         return list(range(first, first + len(rows)))
 
     def insert_rows(self, rows: Iterable[Row], count: list[int], op_ids: Iterable[tuple[str, str, int]] = (),
-                    keys: Iterable[KeyRow] = (), forgetting: Any = None) -> int:
+                    keys: Iterable[KeyRow] = (), forgetting: Any = None,
+                    states: Callable[[], StateWrites] | None = None) -> int:
         """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
         event index of the first (the rest follow consecutively). The contract of
         :meth:`pmem.adapters.eventstore.sqlite_log.PmemRecorder.insert_rows` (``forgetting``: its
@@ -102,6 +116,8 @@ class PmemPgRecorder(PostgresApplicationRecorder):
                           (list(forgetting.cells),))
                 c.executemany(SQL("UPDATE {} SET state = %s WHERE originator_id = %s::uuid AND "
                                   "originator_version = %s").format(self.table), forgetting.scrub)
+            if states is not None:
+                self.states.write(c, states())
         return first
 
     def select_keys(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
@@ -243,6 +259,66 @@ class Factory(PostgresFactory):
     """The persistence factory ``eventsourcing`` finds in this module."""
 
     application_recorder_class = PmemPgRecorder
+
+
+class PgStates:
+    """The compact cell state's tables (:mod:`.cell_state`), read and written through a recorder's
+    transactions."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.r = recorder
+
+    def write(self, c: Any, w: StateWrites) -> None:
+        """Write the compact cell state's changes (:mod:`.cell_state`) with cursor ``c``."""
+        if w.cleared:
+            c.execute(SQL("DELETE FROM {} WHERE cell_id = ANY(%s)").format(self.r.chain_table), (w.cleared,))
+        if w.unchained:
+            c.executemany(SQL("DELETE FROM {} WHERE cell_id = %s AND vid = %s").format(self.r.chain_table), w.unchained)
+        if w.chain:
+            c.executemany(SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s) ON CONFLICT (cell_id, vid) DO UPDATE "
+                              "SET value = EXCLUDED.value, trust = EXCLUDED.trust, "
+                              "below = EXCLUDED.below").format(self.r.chain_table), w.chain)
+        if w.states:
+            ids, namespaces, revisions, blobs = zip(*w.states, strict=True)
+            c.execute(SQL("INSERT INTO {} SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bytea[]) "
+                          "ON CONFLICT (cell_id) DO UPDATE SET namespace = EXCLUDED.namespace, "
+                          "revision = EXCLUDED.revision, state = EXCLUDED.state").format(self.r.cells_table),
+                      (list(ids), list(namespaces), list(revisions), list(blobs)))
+
+    def save(self, w: StateWrites) -> None:
+        """Write ``w`` in this thread's open batch, or a transaction of its own."""
+        with self.r._cursor(commit=True) as c:
+            self.write(c, w)
+
+    def select(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """``cell id hex -> (revision, compact state)`` of those of ``cells`` that have events."""
+        with self.r._cursor(commit=False) as c:
+            c.execute(SQL("SELECT cell_id, revision, state FROM {} WHERE cell_id = ANY(%s)").format(self.r.cells_table),
+                      (list(cells),))
+            return {r[0]: (int(r[1]), bytes(r[2])) for r in c.fetchall()}
+
+    def chain(self, starts: Sequence[tuple[str, int, int]]) -> list[tuple[Any, ...]]:
+        """The contract of :meth:`pmem.adapters.eventstore.sqlite_log.SqliteStates.chain`."""
+        if not starts:
+            return []
+        ids, vids, ks = zip(*starts, strict=True)
+        with self.r._cursor(commit=False) as c:
+            c.execute(SQL("WITH RECURSIVE w(cell_id, vid, n, k) AS ("
+                          "SELECT s.i, s.v, 1, s.k FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS s(i, v, k) "
+                          "UNION ALL SELECT w.cell_id, c.below, w.n + 1, w.k FROM w JOIN {} c "
+                          "ON c.cell_id = w.cell_id AND c.vid = w.vid WHERE w.n < w.k AND c.below IS NOT NULL) "
+                          "SELECT c.cell_id, c.vid, c.value, c.trust, c.below FROM w "
+                          "JOIN {} c ON c.cell_id = w.cell_id AND c.vid = w.vid").format(self.r.chain_table,
+                                                                                       self.r.chain_table),
+                      (list(ids), list(vids), list(ks)))
+            return list(c.fetchall())
+
+    def counts(self) -> tuple[int, int]:
+        """(cells, namespaces) that hold events."""
+        with self.r._cursor(commit=False) as c:
+            cells, namespaces = c.execute(SQL("SELECT count(*), count(DISTINCT namespace) FROM {}")
+                                          .format(self.r.cells_table)).fetchall()[0]
+            return int(cells), int(namespaces)
 
 
 def is_pg_error(e: BaseException) -> bool:

@@ -8,7 +8,9 @@ Selected with ``PERSISTENCE_MODULE=pmem.adapters.eventstore.sqlite_log``. On top
   unique constraint, so a resent operation is found and a concurrent duplicate fails cleanly;
 - loads the events of many cells in one query, and one cell's events up to an event index;
 - keeps the cells' data keys (``pmem_keys``, :mod:`.sealing`): new keys are inserted, and a
-  forgotten cell's key deleted (its plaintext events scrubbed), in the transaction of the events.
+  forgotten cell's key deleted (its plaintext events scrubbed), in the transaction of the events;
+- keeps the compact cell state (``pmem_cells``, ``pmem_chain``: :mod:`.cell_state`) in the same
+  transactions, and reads it for many cells at once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -31,8 +33,11 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from pmem.adapters.eventstore.cell_state import ChainRow, StateWrites
+
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _CHUNK = 500
+_CHAIN_CHUNK = 200  # each VALUES row is a term of the chain query's compound SELECT: SQLite allows 500
 CHECKPOINT_TRIES = 40
 CACHE_KIB = 65_536  # a connection's page cache: the (cell id, version) index stays in memory for reads
 # ... but a streamed batch (a write of any size, chunk by chunk) keeps a smaller one: its page cache is
@@ -91,6 +96,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._local = threading.local()  # the cursor of a thread's open batch()
+        self.states = SqliteStates(self)
 
     def construct_create_table_statements(self) -> list[str]:
         return [
@@ -100,6 +106,11 @@ class PmemRecorder(SQLiteApplicationRecorder):
             "PRIMARY KEY (namespace, op_id)) WITHOUT ROWID",
             "CREATE TABLE IF NOT EXISTS pmem_keys (cell_id TEXT PRIMARY KEY, life INTEGER NOT NULL, "
             "key BLOB NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS pmem_cells (cell_id TEXT PRIMARY KEY, namespace TEXT NOT NULL, "
+            "revision INTEGER NOT NULL, state BLOB NOT NULL) WITHOUT ROWID",
+            "CREATE TABLE IF NOT EXISTS pmem_chain (cell_id TEXT NOT NULL, vid INTEGER NOT NULL, "
+            "value TEXT NOT NULL, trust INTEGER NOT NULL, below INTEGER, "
+            "PRIMARY KEY (cell_id, vid)) WITHOUT ROWID",
         ]
 
     def _insert_events(
@@ -111,7 +122,8 @@ class PmemRecorder(SQLiteApplicationRecorder):
         return list(range(first, first + len(rows)))
 
     def insert_rows(self, rows: Iterable[Row], count: list[int], op_ids: Iterable[tuple[str, str, int]] = (),
-                    keys: Iterable[KeyRow] = (), forgetting: Forgetting | None = None) -> int:
+                    keys: Iterable[KeyRow] = (), forgetting: Forgetting | None = None,
+                    states: Callable[[], StateWrites] | None = None) -> int:
         """Insert rows ``(originator_id_hex, version, topic, state)`` in one transaction; return the
         event index of the first (the rest follow consecutively).
 
@@ -120,7 +132,7 @@ class PmemRecorder(SQLiteApplicationRecorder):
         keep ``count[0]`` equal to the rows it has produced. ``op_ids`` are ``(namespace, op_id,
         position in rows)``, read after the rows are consumed and written in the same transaction, as
         are the new data ``keys`` and what ``forgetting`` deletes and scrubs (``secure_delete`` on: the
-        freed bytes are overwritten).
+        freed bytes are overwritten), and the compact cell ``states`` (called once the rows are consumed).
         """
         with self._tx(commit=True) as c:
             if forgetting is not None:
@@ -133,6 +145,8 @@ class PmemRecorder(SQLiteApplicationRecorder):
                 c.executemany("DELETE FROM pmem_keys WHERE cell_id=?", [(cell,) for cell in forgetting.cells])
                 c.executemany(f"UPDATE {self.events_table_name} SET state=? WHERE originator_id=? AND "
                               "originator_version=?", forgetting.scrub)
+            if states is not None:
+                self.states.write(c, states())
             return first
 
     @contextmanager
@@ -283,6 +297,60 @@ class PmemRecorder(SQLiteApplicationRecorder):
         with self._tx(commit=False) as c:
             c.execute("PRAGMA integrity_check")
             return str(c.fetchone()[0])
+
+
+class SqliteStates:
+    """The compact cell state's tables (:mod:`.cell_state`), read and written through a recorder's
+    transactions."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.r = recorder
+
+    def write(self, c: Any, w: StateWrites) -> None:
+        """Write the compact cell state's changes (:mod:`.cell_state`) with cursor ``c``."""
+        c.executemany("DELETE FROM pmem_chain WHERE cell_id=?", [(h,) for h in w.cleared])
+        c.executemany("DELETE FROM pmem_chain WHERE cell_id=? AND vid=?", w.unchained)
+        c.executemany("INSERT OR REPLACE INTO pmem_chain VALUES (?,?,?,?,?)", w.chain)
+        c.executemany("INSERT OR REPLACE INTO pmem_cells VALUES (?,?,?,?)", w.states)
+
+    def save(self, w: StateWrites) -> None:
+        """Write ``w`` in this thread's open batch, or a transaction of its own."""
+        with self.r._tx(commit=True) as c:
+            self.write(c, w)
+
+    def select(self, cells: Sequence[str]) -> dict[str, tuple[int, bytes]]:
+        """``cell id hex -> (revision, compact state)`` of those of ``cells`` that have events."""
+        out: dict[str, tuple[int, bytes]] = {}
+        with self.r._tx(commit=False) as c:
+            for start in range(0, len(cells), _CHUNK):
+                chunk = list(cells[start:start + _CHUNK])
+                c.execute(f"SELECT cell_id, revision, state FROM pmem_cells WHERE cell_id IN "
+                          f"({','.join('?' * len(chunk))})", chunk)
+                out.update((r[0], (int(r[1]), bytes(r[2]))) for r in c.fetchall())
+        return out
+
+    def chain(self, starts: Sequence[tuple[str, int, int]]) -> list[ChainRow]:
+        """The chain rows of each ``(cell id hex, first version id, rows)``: that many rows at most,
+        following each row's ``below`` (:mod:`.cell_state`)."""
+        out: list[ChainRow] = []
+        with self.r._tx(commit=False) as c:
+            for start in range(0, len(starts), _CHAIN_CHUNK):
+                chunk = starts[start:start + _CHAIN_CHUNK]
+                c.execute(f"WITH RECURSIVE w(cell_id, vid, n, k) AS (VALUES {','.join(['(?,?,1,?)'] * len(chunk))} "
+                          "UNION ALL SELECT w.cell_id, c.below, w.n + 1, w.k FROM w JOIN pmem_chain c "
+                          "ON c.cell_id = w.cell_id AND c.vid = w.vid WHERE w.n < w.k AND c.below IS NOT NULL) "
+                          "SELECT c.cell_id, c.vid, c.value, c.trust, c.below FROM w "
+                          "JOIN pmem_chain c ON c.cell_id = w.cell_id AND c.vid = w.vid",
+                          [x for s in chunk for x in s])
+                out.extend(c.fetchall())
+        return out
+
+    def counts(self) -> tuple[int, int]:
+        """(cells, namespaces) that hold events."""
+        with self.r._tx(commit=False) as c:
+            c.execute("SELECT count(*), count(DISTINCT namespace) FROM pmem_cells")
+            cells, namespaces = c.fetchone()
+            return int(cells), int(namespaces)
 
 
 class Factory(SQLiteFactory):

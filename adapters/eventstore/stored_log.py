@@ -86,6 +86,15 @@ class LazyLog:
         row = self._query(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}", ())
         return int(row[0][0] or 0)
 
+    def state_counts(self) -> tuple[int, int]:
+        """(cells, namespaces) that hold events, from the compact cell state; a store without it yet
+        opens the EventLog, which builds it."""
+        if self._query("SELECT count(*) FROM sqlite_master WHERE name='pmem_cells'", ())[0][0]:
+            cells, namespaces = self._query("SELECT count(*), count(DISTINCT namespace) FROM pmem_cells", ())[0]
+            if cells or not self.last_index():
+                return int(cells), int(namespaces)
+        return self._open_log().state_counts()  # type: ignore[no-any-return]
+
     def rows(self, start: int, stop: int | None, limit: int) -> list[RawRow]:
         """Raw rows with ``start <= index <= stop`` (``stop`` None: to the end), at most ``limit``."""
         sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {EVENTS_TABLE} WHERE rowid>=?"

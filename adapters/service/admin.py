@@ -1,4 +1,7 @@
-"""The admin use cases: catch the projections up, rebuild them from the log, report counts and lag."""
+"""The admin use cases: catch the projections up, rebuild them from the log, report counts and lag.
+
+``stats`` counts what the log holds (events, and from the compact cell state, cells and namespaces)
+without catching anything up; each projection's position, lag (and the frontier's versions) apart."""
 
 from __future__ import annotations
 
@@ -6,7 +9,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from pmem.adapters.readmodels import screening
-from pmem.adapters.readmodels.registry import GRAPH, LEXICAL, PROJECTION_NAMES, VECTORS, projection_problem, selected
+from pmem.adapters.readmodels.registry import (
+    FRONTIER,
+    GRAPH,
+    LEXICAL,
+    PROJECTION_NAMES,
+    VECTORS,
+    projection_problem,
+    selected,
+)
 from pmem.adapters.readmodels.sqlite_projection import timed
 from pmem.adapters.readmodels.tracked_projection import rebuild_together, tracked_position
 from pmem.adapters.service.bootstrap import Wiring
@@ -61,9 +72,11 @@ class Admin:
         from pmem.adapters.readmodels.heartbeat import workers
 
         last = self.w.events.last_index()
+        cells, namespaces = self.w.events.state_counts()  # the log's side: no projection waited on
         conn = self.w.projection_db
         with self.w.lock:
             projections = {name: _position_and_lag(tracked_position(conn, name), last) for name in PROJECTION_NAMES}
+            projections[FRONTIER]["versions"] = conn.execute("SELECT count(*) FROM versions").fetchone()[0]
             for name in PROJECTION_NAMES:
                 found = screening.stops(conn, name)
                 if found:  # an event it cannot apply stopped it in these namespaces (readmodels.screening)
@@ -73,8 +86,8 @@ class Admin:
                     projections[name]["worker"] = worker
             return {
                 "events": last,
-                "cells": conn.execute("SELECT count(*) FROM cells").fetchone()[0],
-                "versions": conn.execute("SELECT count(*) FROM versions").fetchone()[0],
+                "cells": cells,
+                "namespaces": namespaces,
                 "projections": projections,
                 "key_edition": self.w.key_edition,
             }

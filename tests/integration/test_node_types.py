@@ -33,9 +33,10 @@ def kinds(store: pmem.Store, as_of: int | None = None) -> dict[str, str]:
 
 
 def test_an_event_stored_in_the_version_1_shape_still_loads_and_gets_the_rule_based_type(db_path: Path) -> None:
-    with pmem.open(db_path) as store:
+    with pmem.open(db_path) as store:  # a row as the release before wrote it, with no cell state beside it
         store.log_store.recorder.insert_rows(
             iter([(cell_id("default", "ada.spouse").hex, 1, "pmem.cell/Accepted", V1_ACCEPT)]), [1])
+    with pmem.open(db_path) as store:  # opening builds the cell state from the log
         assert store.get("ada.spouse").value == "William King"
         ((_, event),) = store.log_store.indexed_events()
         assert event.node_type is None and event.value == "William King"  # upcast to version 2

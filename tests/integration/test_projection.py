@@ -296,7 +296,7 @@ def test_a_stored_older_projection_is_replaced_by_the_current_schema_on_first_re
         assert store.projection_db.views() == views and "status_history" not in store.projection_db.names()
     with pmem.open(db) as store:
         store.frontier_projection.full_replay_from = full_replay_from
-        assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 60}
+        assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 60, "versions": 0}
         store.frontier()
         assert dump(store.projection_db) == want
         assert store.projection_db.views() == set(VIEWS)
@@ -429,7 +429,7 @@ def test_a_projection_written_by_another_schema_version_is_dropped_and_replayed(
     with pmem.open(db) as store:
         store.frontier_projection.full_replay_from = full_replay_from
         assert store.frontier_projection.position() == 0
-        assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 50}
+        assert store.stats()["projections"]["frontier"] == {"position": 0, "lag": 50, "versions": 0}
         store.frontier()
         assert dump(store.projection_db) == want
 

@@ -1,0 +1,98 @@
+"""The write path at deployment scale: ``pmem apply`` and ``pmem rebuild`` of the same number of lines
+over few keys (long histories), many keys, one key per line, and a mix whose revokes walk back along
+long histories, in one run; each row printed with ops/s, peak RSS and bytes per event, beside the best
+row of the run (the goal: every row at least 0.7x the best row's ops/s, peak RSS at most 300 MB).
+
+Each row is a fresh SQLite store in a fresh temporary directory: ``pmem apply FILE`` of ``--lines``
+JSON lines, then ``pmem rebuild --projection frontier`` (every event read, decoded and folded again),
+both as subprocesses of the installed entry point under ``/usr/bin/time`` (their own peak RSS).
+
+    .venv/bin/python -m benchmarks.store --sweep [--lines 1000000]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.harness import Run
+from benchmarks.store_paths import PMEM_BIN, store_bytes
+
+MB = 10**6
+FEW_KEYS = 1_000
+MANY_KEYS = 100_000
+TAIL = 0.3  # the mix's last rounds: revokes only, walking each cell back this share of its history
+
+
+def _accepts(n: int, keys: int) -> Iterator[dict[str, Any]]:
+    """``n`` accepts, round-robin over ``keys`` keys: each key's history grows evenly."""
+    for i in range(n):
+        yield {"op": "accept", "key": f"key{i % keys}", "value": f"value-{i}", "source": "bench"}
+
+
+def _mix(n: int, keys: int) -> Iterator[dict[str, Any]]:
+    """Rounds over ``keys`` keys: 15 of accepts then 5 of revokes, and the last :data:`TAIL` of the
+    rounds all revokes, so the last revokes reinstate values displaced hundreds of versions before."""
+    rounds = max(1, n // keys)
+    for i in range(n):
+        r = i // keys
+        if r >= rounds * (1 - TAIL) or r % 20 >= 15:
+            yield {"op": "revoke", "key": f"key{i % keys}", "source": "bench"}
+        else:
+            yield {"op": "accept", "key": f"key{i % keys}", "value": f"value-{i}", "source": "bench"}
+
+
+def rows_for(lines: int) -> list[tuple[str, int, Iterator[dict[str, Any]]]]:
+    few, many = min(FEW_KEYS, lines), min(MANY_KEYS, lines)
+    return [(f"accepts over {few:,} keys", few, _accepts(lines, few)),
+            (f"accepts over {many:,} keys", many, _accepts(lines, many)),
+            (f"accepts over {lines:,} keys", lines, _accepts(lines, lines)),
+            (f"mix with revokes over {few:,} keys", few, _mix(lines, few))]
+
+
+def timed_cli(args: list[str]) -> tuple[float, int, bytes]:
+    """Seconds, peak RSS in bytes (``/usr/bin/time``) and stdout of ``pmem ARGS``."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", str(PMEM_BIN), *args], capture_output=True, check=False)
+    seconds = time.perf_counter() - t0
+    rest, _, kib = proc.stderr.rstrip().rpartition(b"\n")
+    if proc.returncode != 0:
+        raise SystemExit(f"pmem {args[0]} exited {proc.returncode}: {rest.decode(errors='replace')[-2000:]}")
+    return seconds, int(kib) * 1024, proc.stdout
+
+
+def sweep(run: Run, lines: int) -> list[dict[str, Any]]:
+    """One row per workload: apply and rebuild figures, each beside the best row of the run."""
+    out = []
+    for name, keys, ops in rows_for(lines):
+        with tempfile.TemporaryDirectory(prefix="pmem-bench-scale-") as d:
+            ops_file, db = Path(d) / "ops.jsonl", Path(d) / "store.db"
+            ops_file.write_bytes(b"".join(orjson.dumps(op) + b"\n" for op in ops))
+            apply_s, apply_rss, stdout = timed_cli(["apply", str(ops_file), "--db", str(db)])
+            receipts = stdout.count(b"\n")
+            if receipts != lines:
+                raise SystemExit(f"pmem apply printed {receipts} receipts, expected {lines}")
+            size = store_bytes(db)
+            rebuild_s, rebuild_rss, _ = timed_cli(["rebuild", "--db", str(db), "--projection", "frontier", "-q"])
+        row = {"workload": name, "lines": lines, "keys": keys, "apply ops/s": lines / apply_s,
+               "apply peak RSS MB": apply_rss / MB, "bytes per event": size / lines,
+               "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB}
+        print(f"  {name}: apply {row['apply ops/s']:,.0f} ops/s, {row['apply peak RSS MB']:.0f} MB; rebuild "
+              f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB", file=sys.stderr)
+        out.append(row)
+    for figure in ("apply ops/s", "rebuild events/s"):
+        best = max(r[figure] for r in out)
+        for r in out:
+            r[f"{figure.split()[0]} vs best"] = r[figure] / best
+            run.beside(f"{r['workload']}: {figure}", r[figure], f"the best row's {figure}", best, figure.split()[1])
+    run.table(out, f"pmem apply and pmem rebuild at scale: {lines:,} lines per row (goal: each row >= 0.7x the "
+                   "best, peak RSS <= 300 MB)")
+    run.figures["scale_sweep"] = out
+    return out
