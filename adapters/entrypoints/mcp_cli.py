@@ -31,6 +31,9 @@ def _add(p: argparse.ArgumentParser) -> None:
                                    "request sends Authorization: Bearer TOKEN")
     p.add_argument("--insecure-local", dest="insecure_local", action="store_true",
                    help="serve a store without credentials to callers without a token (http: 127.0.0.1 only)")
+    from pmem.adapters.servers.limits import add_options
+
+    add_options(p)
 
 
 def _check(args: Args) -> None:
@@ -41,6 +44,18 @@ def _check(args: Args) -> None:
         raise UsageError("--token is for stdio: over http each request sends Authorization: Bearer TOKEN")
     if args.transport == "http" and args.insecure_local and args.host != LOOPBACK:
         raise UsageError(f"--insecure-local binds {LOOPBACK} only, not {args.host}")
+    _limits(args)
+
+
+def _limits(args: Args) -> Any:
+    """The limits the options give (:mod:`pmem.adapters.servers.limits`); a bad one is a usage error."""
+    from pmem.adapters.servers.limits import from_options
+    from pmem.domain.errors import InvalidOperation
+
+    try:
+        return from_options(args)
+    except InvalidOperation as e:
+        raise UsageError(str(e)) from None
 
 
 def _serve(args: Args, store: Any) -> None:
@@ -67,11 +82,26 @@ def _serve(args: Args, store: Any) -> None:
         raise UsageError("a token is required: --token or $PMEM_TOKEN")
     if token is not None:
         access.credentials.authenticate(token)  # a bad token stops the start, not the first call
+    access.limits = _limits(args)
+    if args.db != ":memory:":  # an in-memory database is one per connection: the calls stay on ``store``
+        access.pool = _pool(args, access.limits.connections)
     server = build(store, access)
-    if args.transport == "stdio":
-        run_stdio(server)
-    else:
-        run_http(server, access, args.host, args.port)
+    try:
+        if args.transport == "stdio":
+            run_stdio(server)
+        else:
+            run_http(server, access, args.host, args.port)
+    finally:
+        if access.pool is not None:
+            access.pool.close()
+
+
+def _pool(args: Args, size: int) -> Any:
+    """The stores the tool calls are lent, one each (:mod:`pmem.adapters.servers.store_pool`)."""
+    from pmem.adapters.entrypoints.cli_common import embedder
+    from pmem.adapters.servers.store_pool import ServedStore, StorePool
+
+    return StorePool(lambda: ServedStore(args.db, namespace=args.namespace, **embedder(args)), size)
 
 
 MCP = Command("mcp", "serve the store to MCP clients (stdio, or streamable HTTP): tools remember, apply, get, "

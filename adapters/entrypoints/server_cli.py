@@ -3,10 +3,11 @@
 - ``pmem keys add --namespace NS [--namespace NS2 ...] --source NAME --max-trust N [--read-only]``: a new
   credential; prints ``{"key_id", "token"}`` once (only the token's hash is kept, in the store).
 - ``pmem keys list``: every credential (JSON lines, never a token or hash); ``pmem keys revoke KEY_ID``.
-- ``pmem serve [--host 127.0.0.1] [--port 8765] [--workers N] [--insecure-local]``: the HTTP API
+- ``pmem serve [--host 127.0.0.1] [--port 8765] [--workers N] [--insecure-local] [LIMITS]``: the HTTP API
   (:mod:`pmem.adapters.servers.http_api`) until SIGTERM/SIGINT. With no active credential in the store it
   refuses to start unless ``--insecure-local``, which serves without tokens and binds only 127.0.0.1;
-  with one, it refuses ``--insecure-local``.
+  with one, it refuses ``--insecure-local``. ``LIMITS``: ``--max-body``, ``--max-batch``, ``--max-k``,
+  ``--max-limit``, ``--max-question``, ``--deadline``, ``--connections`` (:mod:`pmem.adapters.servers.limits`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
                    help="server processes, each with its own warm store (default 1)")
     p.add_argument("--insecure-local", dest="insecure_local", action="store_true",
                    help="serve without tokens; only on 127.0.0.1 (for one user's own machine)")
+    from pmem.adapters.servers.limits import add_options
+
+    add_options(p)
 
 
 def _check_serve(args: Args) -> None:
@@ -86,11 +90,24 @@ def _check_serve(args: Args) -> None:
     check_number("--workers", args.workers, "a positive number of processes", 1)
     if args.insecure_local and args.host != LOOPBACK:
         raise UsageError(f"--insecure-local serves without tokens, so it binds only {LOOPBACK}, not {args.host}")
+    _limits(args)
+
+
+def _limits(args: Args) -> Any:
+    """The limits the options give (:mod:`pmem.adapters.servers.limits`); a bad one is a usage error."""
+    from pmem.adapters.servers.limits import from_options
+    from pmem.domain.errors import InvalidOperation
+
+    try:
+        return from_options(args)
+    except InvalidOperation as e:
+        raise UsageError(str(e)) from None
 
 
 def _serve(args: Args) -> int:
     """Run the HTTP API until SIGTERM/SIGINT."""
     from pmem.adapters.servers.http_api import ENV_DB, ENV_INSECURE, FACTORY, create_app, load_fastapi
+    from pmem.adapters.servers.limits import ENV_LIMITS
     from pmem.adapters.service.store import Store
 
     load_fastapi()  # the missing extra is named before anything else happens
@@ -113,11 +130,13 @@ def _serve(args: Args) -> int:
 
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False,
               "http": NoDelayProtocol}
+    limits = _limits(args)
     if args.workers > 1:
         os.environ[ENV_DB], os.environ[ENV_INSECURE] = args.db, "1" if args.insecure_local else "0"
+        os.environ[ENV_LIMITS] = limits.to_env()
         uvicorn.run(FACTORY, factory=True, workers=args.workers, **common)
     else:
-        uvicorn.run(create_app(args.db, insecure_local=args.insecure_local), **common)
+        uvicorn.run(create_app(args.db, insecure_local=args.insecure_local, limits=limits), **common)
     return 0
 
 

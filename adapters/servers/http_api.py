@@ -7,10 +7,11 @@ credential's rules are enforced. Bodies and answers are the CLI's JSON shapes; e
 ``{"error", "detail"}`` with a status from :func:`status_of`, and an unexpected exception is logged and
 answered as a JSON 500 without its traceback.
 
-One store per process, opened when the app starts (the lifespan) and closed when it stops. Its calls
-run one at a time under a lock: the store keeps one database connection, and a SQLite or psycopg
-connection is not shared between threads mid-transaction. More throughput comes from more processes
-(``--workers``), each with its own warm store, since the store's state lives in the database.
+A pool of stores per process (:mod:`.store_pool`), the first opened when the app starts (the lifespan),
+all closed when it stops. Each request runs on a worker thread with a store, and so a database
+connection, of its own, within the limits and deadline of :mod:`.limits`; a body over the limit is
+refused before it is read (:class:`.limits.BodyLimit`). More throughput comes from more processes
+(``--workers``), each with its own warm stores, since the store's state lives in the database.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from pmem.adapters.servers.http_runtime import Runtime, error_response, json_response
+from pmem.adapters.servers.limits import ENV_LIMITS, BodyLimit, Limits
 from pmem.domain.errors import MissingExtra, PmemError
 
 if TYPE_CHECKING:
@@ -44,11 +46,11 @@ def load_fastapi() -> Any:
 
 
 def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any] | None = None,
-               fast_reads: bool = True) -> FastAPI:
+               fast_reads: bool = True, limits: Limits | None = None) -> FastAPI:
     """The app over the store ``db``: opened when the app starts, closed when it stops. ``fast_reads``:
     the hot reads answered in front of FastAPI's router (:mod:`.http_fast`; False only to compare)."""
     fastapi = load_fastapi()
-    rt = Runtime(db, insecure_local=insecure_local, settings=settings)
+    rt = Runtime(db, insecure_local=insecure_local, settings=settings, limits=limits)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -75,12 +77,14 @@ def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any
         from pmem.adapters.servers.http_fast import FastReads
 
         app.add_middleware(FastReads, runtime=rt)
+    app.add_middleware(BodyLimit, limit=rt.limits.body_bytes)  # the outermost: before anything reads a body
     return app
 
 
 def app_from_env() -> FastAPI:
     """The app factory uvicorn's worker processes import (``--workers N``): the store from the environment."""
-    return create_app(os.environ[ENV_DB], insecure_local=os.environ.get(ENV_INSECURE) == "1")
+    return create_app(os.environ[ENV_DB], insecure_local=os.environ.get(ENV_INSECURE) == "1",
+                      limits=Limits.from_env(os.environ.get(ENV_LIMITS)))
 
 
 def _install_errors(app: Any) -> None:

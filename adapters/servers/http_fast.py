@@ -1,7 +1,8 @@
 """The short way for the two hot reads of the HTTP API: ``GET /v1/cells/{key}`` and ``GET /v1/search``.
 
 An ASGI middleware in front of FastAPI's router. A request to one of these two routes whose query
-parameters are all plainly valid is answered here, by the same :meth:`.http_runtime.Runtime.answer`
+parameters are all plainly valid and within the server's limits is answered here, by the same
+:meth:`.http_runtime.Runtime.serve`
 (so through the same :class:`~pmem.adapters.service.guarded.GuardedStore`, which alone enforces the
 credential) with the same arguments the FastAPI route would pass. Anything else, and any request this
 module is not sure about (a repeated or malformed parameter, a number written other than plainly, an
@@ -23,7 +24,8 @@ from fastapi.security.utils import get_authorization_scheme_param
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pmem.adapters.servers.http_runtime import Runtime
-from pmem.adapters.service.guarded import MAX_PAGE, GuardedStore
+from pmem.adapters.servers.limits import Limits
+from pmem.adapters.service.guarded import GuardedStore
 from pmem.domain.operations import MAX_INDEX
 
 Work = Callable[[GuardedStore], Any]
@@ -40,21 +42,23 @@ class FastReads:
         self.app, self.runtime = app, runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        work = hot_read(scope) if scope["type"] == "http" and scope["method"] == "GET" else None
+        hot = scope["type"] == "http" and scope["method"] == "GET"
+        work = hot_read(scope, self.runtime.limits) if hot else None
         if work is None:
             await self.app(scope, receive, send)
             return
-        response = self.runtime.answer(bearer_token(scope), work)
+        response = await self.runtime.serve(bearer_token(scope), work)
         await response(scope, receive, send)
 
 
-def hot_read(scope: Scope) -> Work | None:
-    """The store call of a plainly valid ``get`` or ``search`` request, or None (FastAPI answers it)."""
+def hot_read(scope: Scope, limits: Limits = Limits()) -> Work | None:  # noqa: B008 (frozen: never changed)
+    """The store call of a plainly valid ``get`` or ``search`` request within ``limits``, or None (FastAPI
+    answers it, naming what is wrong)."""
     path: str = scope["path"]
     if path.startswith(CELLS):
         return _get(path[len(CELLS):], scope)
     if path == SEARCH:
-        return _search(scope)
+        return _search(scope, limits)
     return None
 
 
@@ -70,11 +74,11 @@ def _get(key: str, scope: Scope) -> Work | None:
     return lambda g: g.get(key, namespace, as_of, disclose)
 
 
-def _search(scope: Scope) -> Work | None:
+def _search(scope: Scope, limits: Limits) -> Work | None:
     params = _params(scope, {"q", "k", "as_of", "ranking", "namespace"})
-    if params is None or not params.get("q"):
+    if params is None or not params.get("q") or len(params["q"]) > limits.question_chars:
         return None
-    q, k, as_of = params["q"], _number(params.get("k"), 1, MAX_PAGE), _number(params.get("as_of"), 0, MAX_INDEX)
+    q, k, as_of = params["q"], _number(params.get("k"), 1, limits.k), _number(params.get("as_of"), 0, MAX_INDEX)
     ranking = params.get("ranking", "hybrid")
     if k is False or as_of is False or ranking not in RANKINGS:
         return None

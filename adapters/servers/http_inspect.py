@@ -12,10 +12,9 @@ from typing import Annotated
 from fastapi import FastAPI, Query, Response
 
 from pmem.adapters.servers.http_routes import AsOf, Key, Namespace, Token
-from pmem.adapters.servers.http_runtime import Runtime, error_response, json_response, log
+from pmem.adapters.servers.http_runtime import Runtime
 from pmem.adapters.service.guarded import DEFAULT_PAGE, MAX_PAGE
-from pmem.adapters.service.inspecting import KEPT, MAX_DEPTH, RANKINGS
-from pmem.domain.errors import PmemError
+from pmem.adapters.service.inspecting import KEPT, MAX_DEPTH
 from pmem.domain.operations import MAX_INDEX
 
 Index = Annotated[int, Query(ge=0, le=MAX_INDEX, description="an event index")]
@@ -29,47 +28,35 @@ def install(app: FastAPI, rt: Runtime) -> None:
 
     @app.get("/v1/inspect/summary", summary="the namespace and the newest event index (the inspector's clock)")
     async def summary(namespace: Namespace = None, auth: Token = None) -> Response:
-        return rt.answer(auth, lambda g: g.inspection(namespace).summary())
+        return await rt.serve(auth, lambda g: g.inspection(namespace).summary())
 
     @app.get("/v1/inspect/cells/{key}/events", summary="every event of one cell: op requested, applied, reason")
     async def events(key: Key, as_of: AsOf = None, namespace: Namespace = None, auth: Token = None) -> Response:
-        return rt.answer(auth, lambda g: g.inspection(namespace).cell_events(key, as_of))
+        return await rt.serve(auth, lambda g: g.inspection(namespace).cell_events(key, as_of))
 
     @app.get("/v1/inspect/changes", summary="cells whose head differs between event `since` and `until`")
     async def changes(since: Index, until: AsOf = None, limit: Limit = DEFAULT_PAGE, namespace: Namespace = None,
                       auth: Token = None) -> Response:
-        return rt.answer(auth, lambda g: g.inspection(namespace).changes(since, until, limit))
+        rt.limits.limit_of(limit)
+        return await rt.serve(auth, lambda g: g.inspection(namespace).changes(since, until, limit))
 
     @app.get("/v1/inspect/frontier", summary="one page of the frontier: contested only, changed since, node type")
     async def frontier(as_of: AsOf = None, contested: bool = False, since: Since = None,
                        node_type: Annotated[str | None, Query(pattern="^(relationship|event|persona)$")] = None,
                        cursor: Annotated[str | None, Query(description="next_cursor of the page before")] = None,
                        limit: Limit = DEFAULT_PAGE, namespace: Namespace = None, auth: Token = None) -> Response:
-        return rt.answer(auth, lambda g: g.inspection(namespace).frontier(
+        rt.limits.limit_of(limit)
+        return await rt.serve(auth, lambda g: g.inspection(namespace).frontier(
             as_of, contested=contested, since=since, node_type=node_type, cursor=cursor, limit=limit))
 
     @app.get("/v1/inspect/neighbourhood", summary="entities within `depth` hops of a cell or entity, and edges")
     async def neighbourhood(of: Annotated[str, Query(min_length=1, description="a cell's key or an entity")],
                             as_of: AsOf = None, depth: Annotated[int, Query(ge=1, le=MAX_DEPTH)] = 1,
                             namespace: Namespace = None, auth: Token = None) -> Response:
-        return rt.answer(auth, lambda g: g.inspection(namespace).neighbourhood(of, as_of, depth))
+        return await rt.serve(auth, lambda g: g.inspection(namespace).neighbourhood(of, as_of, depth))
 
-    @app.get("/v1/inspect/next", summary="what_next's best questions, ranked outside the store lock, kept per index")
-    def what_next(k: Annotated[int, Query(ge=1, le=KEPT)] = 5, as_of: AsOf = None, namespace: Namespace = None,
-                  auth: Token = None) -> Response:
-        # A plain ``def``: FastAPI runs it on a worker thread, so a long ranking never stalls the event loop,
-        # and the store lock is held only while the graph is read, not while it is ranked.
-        return ranked(rt, auth, namespace, k, as_of)
-
-
-def ranked(rt: Runtime, auth: str | None, namespace: str | None, k: int, as_of: int | None) -> Response:
-    """``what_next`` for the inspector: the graph read under the lock, ranked (or found kept) outside it."""
-    try:
-        with rt.lock:
-            key, g = rt.guarded(auth).inspection(namespace).ranking_graph(as_of)
-        return json_response(RANKINGS.ranked(key, g, k))
-    except PmemError as e:
-        return error_response(e)
-    except Exception:
-        log.exception("internal error")
-        return json_response({"error": "internal error", "detail": "an unexpected error; see the server log"}, 500)
+    @app.get("/v1/inspect/next", summary="what_next's best questions, from the stored scores")
+    async def what_next(k: Annotated[int, Query(ge=1, le=KEPT)] = 5, as_of: AsOf = None,
+                        namespace: Namespace = None, auth: Token = None) -> Response:
+        rt.limits.k_of(k)
+        return await rt.serve(auth, lambda g: g.what_next(namespace, k, None, as_of))

@@ -1,5 +1,5 @@
-"""What one HTTP server process keeps (:class:`Runtime`: its store, the store's credentials, the lock its
-calls take) and how answers and errors become JSON responses (the CLI's ``{"error", "detail"}``, with the
+"""What one HTTP server process keeps (:class:`Runtime`: its pool of stores, the limits of a request's
+work) and how answers and errors become JSON responses (the CLI's ``{"error", "detail"}``, with the
 status :func:`status_of` gives)."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from pmem.adapters.service.credentials import Credentials
+from pmem.adapters.servers.limits import RETRY_AFTER_S, Deadline, DeadlinePassed, LimitExceeded, Limits
+from pmem.adapters.servers.store_pool import ServedStore, StorePool
+from pmem.adapters.service.credentials import LocalOpening
 from pmem.adapters.service.guarded import GuardedStore
 from pmem.domain.errors import (
     ConflictRetriesExhausted,
@@ -29,8 +31,6 @@ from pmem.domain.errors import (
 if TYPE_CHECKING:
     from fastapi import Response
 
-    from pmem.adapters.service.store import Store
-
 log = logging.getLogger("pmem.server")
 
 # Requests after which a server process counts as warm: its vector index, open-version sets and caches
@@ -42,6 +42,8 @@ WARM_REQUESTS = 100
 
 def status_of(e: PmemError) -> int:
     """The HTTP status of an error P-Mem raised on purpose."""
+    if isinstance(e, LimitExceeded):
+        return e.status
     if isinstance(e, Unauthorized):
         return 401
     if isinstance(e, Forbidden):
@@ -58,40 +60,59 @@ def status_of(e: PmemError) -> int:
 
 
 class Runtime:
-    """What one server process keeps: its store, the store's credentials, and the lock its calls take."""
+    """What one server process keeps: its pool of stores (each request runs on a store of its own, on a
+    worker thread), the limits of a request's work and how many requests it has answered."""
 
-    def __init__(self, db: str, *, insecure_local: bool, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, db: str, *, insecure_local: bool, settings: dict[str, Any] | None = None,
+                 limits: Limits | None = None) -> None:
         self.db, self.insecure_local, self.settings = db, insecure_local, settings or {}
-        self.store: Store | None = None
-        self.credentials: Credentials | None = None
-        self.lock = threading.Lock()
+        self.limits = limits or Limits()
+        # an in-memory database is one per connection: its stores could not share it
+        size = 1 if db == ":memory:" else self.limits.connections
+        self.pool = StorePool(lambda: ServedStore(self.db, **self.settings), size)
+        self.store: ServedStore | None = None  # the first store opened: open while the server is
+        self.opening = LocalOpening()  # the --insecure-local opening, shut once a credential exists
+        self._counting = threading.Lock()
         self.answered = 0  # requests answered, until the process is warm
 
     def open(self) -> None:
-        from pmem.adapters.service.store import Store
-
-        self.store = Store(self.db, **self.settings)
-        self.credentials = Credentials(self.store.projection_db)
+        self.store = self.pool.start()
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
+        self.pool.close()
 
-    def guarded(self, token: str | None) -> GuardedStore:
-        """The store as ``token`` may use it (anything, on an ``--insecure-local`` server)."""
-        if self.store is None or self.credentials is None:
-            raise StoreUnavailable("the server's store is not open")
-        if self.insecure_local:
-            return GuardedStore(self.store, None)
-        return GuardedStore(self.store, self.credentials.authenticate(token))
+    def guarded(self, store: ServedStore, token: str | None) -> GuardedStore:
+        """``store`` as ``token`` may use it (anything, to a tokenless caller of an ``--insecure-local``
+        server while its store has no active credential)."""
+        if token is None and self.insecure_local and self.opening.is_open(store.credentials):
+            return GuardedStore(store, None)
+        return GuardedStore(store, store.credentials.authenticate(token))
 
-    def answer(self, token: str | None, work: Callable[[GuardedStore], Any]) -> Response:
-        """Run ``work`` on the guarded store under the lock; its result as JSON, or the error's JSON."""
+    async def serve(self, token: str | None, work: Callable[[GuardedStore], Any], *, write: bool = False
+                    ) -> Response:
+        """:meth:`answer` on a worker thread, the event loop free meanwhile. Past the deadline a read is
+        answered 503 at once (its thread finishes on its own and its answer is dropped); a write is
+        awaited, since it checks the deadline itself before it commits and answers 503 if past it."""
+        import anyio
+
+        deadline = Deadline(self.limits.deadline_s)
+        if write:
+            return await anyio.to_thread.run_sync(self.answer, token, work, deadline)
+        with anyio.move_on_after(deadline.left()):
+            return await anyio.to_thread.run_sync(self.answer, token, work, deadline, abandon_on_cancel=True)
+        return error_response(DeadlinePassed(f"the request ran past the deadline of {deadline.seconds:g} s "
+                                             "(--deadline)"))
+
+    def answer(self, token: str | None, work: Callable[[GuardedStore], Any], deadline: Deadline | None = None
+               ) -> Response:
+        """Run ``work`` on a store of its own; its result as JSON, or the error's JSON."""
         try:
-            with self.lock:
-                response = json_response(work(self.guarded(token)))
-                self._warming()
-                return response
+            if self.store is None:
+                raise StoreUnavailable("the server's store is not open")
+            with self.pool.lend(deadline or Deadline(self.limits.deadline_s)) as store:
+                response = json_response(work(self.guarded(store, token)))
+            self._warming()
+            return response
         except PmemError as e:
             return error_response(e)
         except Exception:
@@ -99,14 +120,14 @@ class Runtime:
             return json_response({"error": "internal error", "detail": "an unexpected error; see the server log"},
                                  500)
 
-
     def _warming(self) -> None:
         """Once, at :data:`WARM_REQUESTS` answers: collect what is garbage, then freeze what is left."""
         if self.answered <= WARM_REQUESTS:
-            self.answered += 1
-            if self.answered == WARM_REQUESTS:
-                gc.collect()
-                gc.freeze()
+            with self._counting:
+                self.answered += 1
+                if self.answered == WARM_REQUESTS:
+                    gc.collect()
+                    gc.freeze()
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -123,6 +144,6 @@ def error_response(e: PmemError) -> Response:
     status = status_of(e)
     detail = str(e).encode("utf-8", "backslashreplace").decode()
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if isinstance(e, ConflictRetriesExhausted):
-        headers = {"Retry-After": "1"}
+    if isinstance(e, (ConflictRetriesExhausted, DeadlinePassed)):
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
     return json_response({"error": e.kind, "detail": detail}, status, headers)

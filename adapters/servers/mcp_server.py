@@ -42,4 +42,7 @@ def run_http(server: MCPServer, access: Access, host: str, port: int) -> None:
     import uvicorn
 
     app = server.streamable_http_app(stateless_http=True, json_response=True, host=host)
-    uvicorn.run(BearerGate(app, access), host=host, port=port, log_level="warning")
+    from pmem.adapters.servers.limits import BodyLimit
+
+    gated = BodyLimit(BearerGate(app, access), access.limits.body_bytes)  # a body over the limit: 413, unread
+    uvicorn.run(gated, host=host, port=port, log_level="warning")

@@ -30,7 +30,7 @@ from typing import Any
 from pmem.domain.errors import Forbidden, InvalidOperation, StoreUnavailable, Unauthorized
 from pmem.domain.operations import MAX_FIELD_CHARS, checked_namespace, shown, string_problem
 
-__all__ = ["Credential", "Credentials", "Forbidden", "Unauthorized"]
+__all__ = ["Credential", "Credentials", "Forbidden", "LocalOpening", "Unauthorized"]
 
 TABLE = "pmem_credentials"
 AUDIT = "pmem_credential_audit"
@@ -159,6 +159,22 @@ class Credentials:
     def _audit(self, what: str, key_id: str, at: str, details: dict[str, Any]) -> None:
         self.db.execute(f"INSERT INTO {AUDIT} (key_id, what, at, details) VALUES (?, ?, ?, ?)",
                         (key_id, what, at, json.dumps(details)))
+
+
+class LocalOpening:
+    """Whether an ``--insecure-local`` server may still answer a request without a token: only while its
+    store has no active credential. Asked on every tokenless request (over any handle of the store:
+    ``credentials``); once a credential is seen the opening shuts for the rest of the process (revoking
+    every key later does not reopen it), so a shut server reads nothing more here, and an open one reads
+    one row at most (``LIMIT 1``)."""
+
+    def __init__(self) -> None:
+        self.shut = False
+
+    def is_open(self, credentials: Credentials) -> bool:
+        if not self.shut and credentials.any_active():
+            self.shut = True
+        return not self.shut
 
 
 class _Guarded:

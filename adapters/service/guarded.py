@@ -17,8 +17,10 @@ check as every other read; they are read-only, so a read-only credential may mak
 Without a credential (``pmem serve --insecure-local``) everything is allowed and nothing is rewritten.
 Results are plain JSON-able dicts in the shapes the CLI prints (each view's own ``to_dict``).
 
-A resent ``op_id`` normally answers its first receipt (``duplicate``); resent with a different operation
-(another key or op) it is a :class:`~pmem.domain.errors.RetryConflict`, and nothing of the batch is written.
+A resent ``op_id`` answers its first receipt (``duplicate``) only when key, op, value and source all match
+the operation recorded under it (the source is the credential's, so a resend must come from the same
+credential's source); otherwise it is a :class:`~pmem.domain.errors.RetryConflict` that names nothing of
+the recorded operation, and nothing of the batch is written.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from pmem.adapters.service.credentials import Credential
-from pmem.domain.errors import Forbidden, InvalidBatch, InvalidOperation, RetryConflict
+from pmem.domain.errors import Forbidden, InvalidBatch, InvalidOperation
 from pmem.domain.operations import Operation, checked_count, checked_namespace, parse_operation
 
 if TYPE_CHECKING:
@@ -67,8 +69,11 @@ class GuardedStore:
             op, note = self._rewritten(op, "trust" in d)
             parsed.append(op)
             notes.append(note)
+        from pmem.adapters.eventstore.eventlog import strict_resends
+
         self._check_retries(parsed)
-        receipts = self.store.apply(parsed)
+        with strict_resends():  # callers are several credentials: an op id alone is not a resend
+            receipts = self.store.apply(parsed)
         return [{**r.to_dict(), **note} for r, note in zip(receipts, notes, strict=True)]
 
     def ingest(self, records: Sequence[str | Mapping[str, Any]], namespace: str | None = None) -> dict[str, Any]:
@@ -136,13 +141,8 @@ class GuardedStore:
 
     def what_next(self, namespace: str | None = None, k: int = 5, previous: str | None = None,
                   as_of: int | None = None) -> list[dict[str, Any]]:
-        """The best next questions, as ``pmem next`` prints them."""
-        from pmem.adapters.graph import view as graph_view
-        from pmem.projections.graph import entity_slug
-
-        checked_count(k, "k", "a positive number of proposals", minimum=1)
-        g = self.store.graph(as_of=as_of, namespace=self._readable(namespace), embed=True)
-        return graph_view.proposals(g, k, None if previous is None else entity_slug(previous))
+        """The best next questions, as ``pmem next`` prints them (from the stored scores: docs/graph.md)."""
+        return self.store.what_next(k, previous=previous, as_of=as_of, namespace=self._readable(namespace))
 
     def graph(self, namespace: str | None = None, as_of: int | None = None) -> dict[str, Any]:
         """The entity graph as ``pmem graph export --format json`` prints it."""
@@ -160,9 +160,17 @@ class GuardedStore:
         return Inspection(self.store, self._readable(namespace))
 
     def stats(self, namespace: str | None = None) -> dict[str, Any]:
-        """``pmem stats`` (counts over the whole store and projection lag: no namespace's data)."""
+        """``pmem stats`` (counts over the whole store and projection lag: no namespace's data); a
+        projection's stops name only the credential's namespaces (or every one)."""
         self._readable(namespace)
-        return self.store.stats()
+        out = self.store.stats()
+        if self.credential is not None:
+            mine = self.credential.namespaces
+            for p in out["projections"].values():
+                kept = [s for s in p.pop("stopped", ()) if s["namespace"] is None or s["namespace"] in mine]
+                if kept:
+                    p["stopped"] = kept
+        return out
 
     # -- the policy ------------------------------------------------------------
     def namespace(self, namespace: str | None) -> str:
@@ -216,21 +224,21 @@ class GuardedStore:
         return op._replace(evidence=ev._replace(source=c.source, trust=trust)), note
 
     def _check_retries(self, ops: Sequence[Operation]) -> None:
-        """Refuse a batch that resends an ``op_id`` with a different operation (another key or op): its
-        first receipt would not be this operation's."""
-        resent: dict[str, dict[str, Operation]] = {}
+        """Refuse a batch that repeats an ``op_id`` with two different operations. (One already in the log
+        is matched by the log itself, in its write transaction: ``eventlog.strict_resends``.)"""
+        from pmem.adapters.eventstore.eventlog import resend_conflict
+
+        batch: dict[tuple[str, str], Operation] = {}
         for op in ops:
             if op.evidence.op_id is not None:
-                resent.setdefault(op.namespace, {})[op.evidence.op_id] = op
-        if not resent:
-            return
-        log = self.store.log_store
-        for ns, by_id in resent.items():
-            for op_id, index in log.recorder.lookup_op_ids(ns, list(by_id)).items():
-                first, op = log.receipt_at(index), by_id[op_id]
-                if (first.key, first.requested) != (op.key, op.op):
-                    raise RetryConflict(f"op_id {op_id!r} was recorded for {first.requested} {first.key!r} "
-                                        f"(event {index}), not {op.op} {op.key!r}")
+                first = batch.setdefault((op.namespace, op.evidence.op_id), op)
+                if _resent_as(op) != _resent_as(first):
+                    raise resend_conflict(op)
+
+
+def _resent_as(op: Operation) -> tuple[str, str, str | None, str | None]:
+    """What a resend must repeat: key, op, source and value."""
+    return op.key, op.op, op.evidence.source, op.value
 
 
 def _line(record: Any, n: int) -> bytes:
@@ -252,7 +260,15 @@ class _Rewriting:
         return self._g.store.get_many(keys, namespace=self.namespace)
 
     def apply(self, ops: Iterable[Operation]) -> Any:
-        return self._g.store.apply(list(_each_rewritten(self._g, ops)))
+        """Ingest's writes; behind a credential, a resent record's op ids must repeat its facts (key, value,
+        source: the op may be decided anew), so another credential cannot take them first."""
+        from pmem.adapters.eventstore.eventlog import strict_resends
+
+        rewritten = list(_each_rewritten(self._g, ops))
+        if self._g.credential is None:
+            return self._g.store.apply(rewritten)
+        with strict_resends("fact"):
+            return self._g.store.apply(rewritten)
 
 
 def _each_rewritten(g: GuardedStore, ops: Iterable[Operation]) -> Iterator[Operation]:

@@ -32,9 +32,16 @@ from pmem.adapters.service.reads import Reads, checked_flag
 from pmem.adapters.service.searching import DEFAULT_K, Searches
 from pmem.adapters.service.writes import Writes
 from pmem.domain.errors import InvalidOperation, StoreClosed
-from pmem.domain.operations import DEFAULT_NAMESPACE, DEFAULT_TRUST, Evidence, Operation, checked_namespace
+from pmem.domain.operations import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_TRUST,
+    Evidence,
+    Operation,
+    checked_count,
+    checked_namespace,
+)
 from pmem.domain.views import CellView, History, Receipt
-from pmem.projections.graph import EntityGraph, Fact, without_system
+from pmem.projections.graph import EntityGraph, Fact, entity_slug, without_system
 from pmem.projections.ports import Embedder
 from pmem.projections.reading import ReadResult
 
@@ -197,6 +204,23 @@ class SearchApi(_Parts):
         system = checked_flag(system, "system")
         g = self._searches.graph(as_of=as_of, namespace=namespace, embed=embed, threshold=threshold)
         return g if system else without_system(g)
+
+    def what_next(self, k: int = 5, *, previous: str | None = None, as_of: int | None = None,
+                  namespace: str | None = None, system: bool = False) -> list[dict[str, Any]]:
+        """The ``k`` best next questions (``pmem next``), each with the event index its scores hold for
+        (``as_of``). Now: read from the graph projection's stored scores by a top-k query. At an earlier
+        ``as_of``, or with ``system``, ranked from scratch over that graph (docs/graph.md)."""
+        from pmem.adapters.graph.view import proposals
+
+        k = checked_count(k, "k", "a positive number of proposals", minimum=1)
+        pick = None if previous is None else entity_slug(previous)
+        last = self._reads.last_index()
+        now = as_of is None or (type(as_of) is int and as_of >= last)  # a bad as_of: graph() says why
+        if now and not checked_flag(system, "system"):
+            return self._searches.what_next(k, pick, namespace=namespace)
+        g = self.graph(as_of=as_of, namespace=namespace, system=system)
+        at = last if as_of is None else min(as_of, last)
+        return [{**p, "as_of": at} for p in proposals(g, k, pick)]
 
     def graph_facts(self, subjects: Iterable[str], *, as_of: int | None = None,
                     namespace: str | None = None) -> dict[str, list[Fact]]:

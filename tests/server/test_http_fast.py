@@ -27,13 +27,13 @@ from pmem.adapters.service.credentials import Credentials
 PLAIN = ["/v1/cells/home", "/v1/cells/home?as_of=0", "/v1/cells/home?as_of=3&disclose=history,alternatives",
          "/v1/cells/caf%C3%A9?namespace=a", "/v1/cells/nothing", "/v1/cells/home?namespace=b",
          "/v1/cells/home?namespace=", "/v1/search?q=home", "/v1/search?q=item", "/v1/search?q=paris&k=1",
-         "/v1/search?q=x&k=1000",
+         "/v1/search?q=x&k=100",
          "/v1/search?q=home&ranking=vector&as_of=2", "/v1/search?q=home&namespace=b",
          "/v1/cells/%20?disclose=", "/v1/cells/home?disclose=bogus"]
 OTHERS = ["/v1/cells/home?as_of=-1", "/v1/cells/home?as_of=01", "/v1/cells/home?as_of=abc",
           "/v1/cells/home?as_of=99999999999999999999999", "/v1/cells/home?as_of=1&as_of=2", "/v1/cells/home?x=1",
           "/v1/cells/", "/v1/cells/a%2Fb", "/v1/cells/home/history", "/v1/search", "/v1/search?q=",
-          "/v1/search?q=home&k=0", "/v1/search?q=home&k=1001", "/v1/search?q=home&k=%EF%BC%95",
+          "/v1/search?q=home&k=0", "/v1/search?q=home&k=101", "/v1/search?q=home&k=%EF%BC%95",
           "/v1/search?q=home&ranking=bogus", "/v1/search?q=a&q=b", "/v1/search?q=home&k=+3", "/v1/search/"]
 AUTH = ["Bearer {token}", "bearer {token}", "Bearer  {token} ", None, "Basic {token}", "Bearer", "Bearer pmem_x_y",
         "Bearer {other}"]

@@ -33,7 +33,7 @@ from tests.server.http_servers import bearer, serving
 CAPS = {"agent-a": 60, "agent-b": 40, "reader": 10}
 OWN = {"agent-a": ("a", "a2"), "agent-b": ("b",), "reader": ("a",)}
 MARK = {"agent-a": "A-secret", "agent-b": "B-secret", "reader": "R-secret"}
-STATUSES = {200, 400, 401, 403, 404, 405, 409, 503}
+STATUSES = {200, 400, 401, 403, 404, 405, 409, 413, 422, 503}  # 413, 422: over a limit of the server
 
 
 @dataclass

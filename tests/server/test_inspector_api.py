@@ -84,13 +84,13 @@ def test_the_neighbourhood_of_a_cell_and_of_an_entity(served: Any) -> None:
     assert get(served, "/v1/inspect/neighbourhood", of="nobody")["nodes"] == []
 
 
-def test_what_next_beside_the_graph_is_the_apis_ranking_kept_per_event_index(served: Any) -> None:
+def test_what_next_beside_the_graph_is_the_apis_ranking_at_every_event_index(served: Any) -> None:
     demo: DemoStore = served[1]
     for as_of in (None, demo.contested_at):
         want = get(served, "/v1/next", k=5, **({} if as_of is None else {"as_of": as_of}))
         got = get(served, "/v1/inspect/next", k=5, **({} if as_of is None else {"as_of": as_of}))
         assert got == want and got, as_of
-    assert get(served, "/v1/inspect/next", k=2) == get(served, "/v1/next", k=2)  # the kept ranking, cut to k
+    assert get(served, "/v1/inspect/next", k=2) == get(served, "/v1/next", k=2)  # the stored ranking, cut to k
     assert get(served, "/v1/inspect/next", as_of=10**9) == get(served, "/v1/next", k=5)  # past the end: now
 
 

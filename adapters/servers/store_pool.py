@@ -1,0 +1,104 @@
+"""The stores one server process lends to its requests: each request has a store (and so a database
+connection: a SQLite WAL reader, or a PostgreSQL connection) of its own while it runs, so reads run in
+parallel and no lock is held across a request's work. Writes are serialized where the log needs them, by
+the log itself (its write lock, the same one that orders several server processes).
+
+Stores are opened as they are first needed, up to the pool's size, and lent last-returned first, so a
+process answering one request at a time keeps using one warm store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, cast
+
+from pmem.adapters.servers.limits import Deadline, DeadlinePassed
+from pmem.adapters.service.credentials import Credentials
+from pmem.adapters.service.store import Store
+from pmem.domain.operations import Operation
+from pmem.domain.views import Receipt
+
+
+class ServedStore(Store):
+    """A store lent to one request at a time: its credentials, and its request's deadline, which a write
+    batch checks last, inside its transaction, so a batch past the deadline is rolled back whole."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.credentials = Credentials(self.projection_db)
+        self.deadline: Deadline | None = None
+
+    def apply(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Receipt]:
+        deadline = self.deadline
+        ops = list(operations)
+        if deadline is None or not ops or not all(isinstance(op, Operation) for op in ops):
+            return super().apply(ops)
+        deadline.check("nothing was written")
+        receipts: list[Receipt] = []
+
+        def chunks() -> Iterator[list[Operation]]:
+            yield cast(list[Operation], ops)  # all Operations: checked above
+            deadline.check("nothing was written")  # raised here, the whole batch is rolled back
+
+        self.apply_stream(chunks(), receipts.extend)
+        return receipts
+
+
+class StorePool:
+    """Up to ``size`` stores made by ``open_store``, each lent to one request at a time."""
+
+    def __init__(self, open_store: Callable[[], ServedStore], size: int) -> None:
+        self._open, self.size = open_store, size
+        self._idle: list[ServedStore] = []
+        self._all: list[ServedStore | _Opening] = []
+        self._ready = threading.Condition()
+
+    def start(self) -> ServedStore:
+        """Open the first store (so a store that cannot be opened stops the server at its start)."""
+        with self.lend(Deadline(60)) as store:
+            return store
+
+    @contextmanager
+    def lend(self, deadline: Deadline) -> Iterator[ServedStore]:
+        """A store for one request, waiting at most until ``deadline`` for one to be free."""
+        store = self._take(deadline)
+        store.deadline = deadline
+        try:
+            yield store
+        finally:
+            store.deadline = None
+            with self._ready:
+                self._idle.append(store)
+                self._ready.notify()
+
+    def _take(self, deadline: Deadline) -> ServedStore:
+        with self._ready:
+            while not self._idle and len(self._all) >= self.size:
+                if not self._ready.wait(deadline.left()) and not self._idle:
+                    raise DeadlinePassed(f"no connection was free (all {self.size} busy; --connections)")
+            if self._idle:
+                return self._idle.pop()
+            self._all.append(placeholder := _Opening())
+        try:
+            store = self._open()
+        except BaseException:
+            with self._ready:
+                self._all.remove(placeholder)
+                self._ready.notify()
+            raise
+        with self._ready:
+            self._all[self._all.index(placeholder)] = store
+        return store
+
+    def close(self) -> None:
+        with self._ready:
+            stores, self._all, self._idle = self._all, [], []
+        for store in stores:
+            if isinstance(store, ServedStore):
+                store.close()
+
+
+class _Opening:
+    """Holds a store's place in the pool while it opens (outside the pool's lock)."""

@@ -1,0 +1,69 @@
+"""The stores a server process lends its requests, on a real SQLite file: one store each while lent,
+the last returned lent first, a wait bounded by the request's deadline, and a write batch whose deadline
+passes before its commit rolled back whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pmem
+from pmem.adapters.servers.limits import Deadline, DeadlinePassed
+from pmem.adapters.servers.store_pool import ServedStore, StorePool
+from pmem.domain.operations import parse_operation
+
+
+@pytest.fixture
+def pool(tmp_path: Path) -> Iterator[StorePool]:
+    db = str(tmp_path / "mem.db")
+    with pmem.open(db, embedder="hashing") as store:
+        store.accept("office", "Lisbon")
+    made = StorePool(lambda: ServedStore(db, embedder="hashing"), 2)
+    yield made
+    made.close()
+
+
+def test_requests_at_once_get_stores_of_their_own_and_one_at_a_time_reuse_one(pool: StorePool) -> None:
+    with pool.lend(Deadline(5)) as first, pool.lend(Deadline(5)) as second:
+        assert first is not second
+        assert first.get("office").value == second.get("office").value == "Lisbon"
+    with pool.lend(Deadline(5)) as again:  # the inner block ended first: `first` came back last
+        assert again is first  # the last returned: the warmest
+    with pool.lend(Deadline(5)) as again_too:
+        assert again_too is first
+
+
+def test_a_request_waits_for_a_store_only_until_its_deadline(pool: StorePool) -> None:
+    with pool.lend(Deadline(5)), pool.lend(Deadline(5)), pytest.raises(DeadlinePassed, match="--connections"):
+        with pool.lend(Deadline(0.2)):
+            pass
+
+
+class PassesAfterTheFirstCheck(Deadline):
+    """A deadline met when the batch starts and passed by its last check, inside the transaction."""
+
+    def __init__(self) -> None:
+        super().__init__(60)
+        self.checks = 0
+
+    def check(self, what: str) -> None:
+        self.checks += 1
+        if self.checks > 1:
+            self.at = 0
+        super().check(what)
+
+
+def test_a_batch_whose_deadline_passes_before_its_commit_writes_nothing(pool: StorePool) -> None:
+    deadline = PassesAfterTheFirstCheck()
+    with pool.lend(deadline) as store:
+        before = store.last_index()
+        ops = [parse_operation({"op": "accept", "key": f"k{i}", "value": "v"}, "default", store.key_edition)
+               for i in range(20)]
+        with pytest.raises(DeadlinePassed, match="nothing was written"):
+            store.apply(ops)
+        assert deadline.checks == 2
+        assert store.last_index() == before and store.get("k0").value is None
+        store.deadline = Deadline(60)
+        assert [r.applied for r in store.apply(ops)] == [True] * 20  # the same batch, resent in time
