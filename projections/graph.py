@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does 
     from pmem.domain.cell import CellEvent
 
 NAME = "graph"
-SCHEMA_VERSION = 3  # 2: node_type column; 3: subject and obj columns (the inspector's neighbourhood reads)
+SCHEMA_VERSION = 4  # 2: node_type column; 3: subject and obj columns (the inspector's neighbourhood); 4: next scores
 DECLARED_PREFIX = "requires."  # key of a declared prerequisite; value: JSON ["before key", "after key"]
 Row = tuple[Any, ...]
 COLUMNS: dict[str, type] = {"cell_id": str, "namespace": str, "key": str, "value": str, "status": str,

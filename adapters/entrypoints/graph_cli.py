@@ -36,11 +36,8 @@ def _check_next(args: Args) -> None:
 
 
 def _next(args: Args, store: Any) -> None:
-    from pmem.adapters.graph import view as graph_view
-
-    g = store.graph(as_of=args.as_of, embed=True, system=args.system)
-    previous = None if args.previous is None else _slug(args.previous)
-    _write(b"".join(json_line(p) for p in graph_view.proposals(g, args.k, previous)))
+    found = store.what_next(args.k, previous=args.previous, as_of=args.as_of, system=args.system)
+    _write(b"".join(json_line(p) for p in found))
 
 
 def _add_require(p: argparse.ArgumentParser) -> None:
@@ -111,12 +108,6 @@ def _pair(text: str) -> tuple[str, str]:
     if len(parts) != 2 or not all("=" in p and p.split("=", 1)[0].strip() for p in parts):
         raise UsageError(f"--exclusive expects KEY=VALUE,KEY=VALUE, got {text!r}")
     return parts[0], parts[1]
-
-
-def _slug(text: str) -> str:
-    from pmem.projections.graph import entity_slug
-
-    return entity_slug(text)
 
 
 def _write(data: bytes) -> None:

@@ -7,12 +7,20 @@ first met in a batch is seeded by folding its earlier events from the log. Reads
 (:meth:`GraphProjection.graph`) take the rows open at ``as_of`` and build the entity graph;
 :meth:`GraphProjection.graph_around` takes only the rows at a few entities (by the indexed ``subject`` and
 ``obj`` columns), for a neighbourhood that must not cost the whole graph.
+
+The scores ``pmem next`` ranks by are kept here too (``graph_scores``, one row per entity; docs/graph.md):
+a batch marks the namespaces whose rows it changed dirty (``graph_dirty``, in the batch's transaction),
+and :meth:`GraphProjection.store_scores` stores a dirty namespace's PageRank, communities and
+candidate scores computed from :meth:`GraphProjection.graph_to_score` (by the caller, which may let go of its
+lock meanwhile), writing only the rows that changed, with the position they hold for (``graph_scored``),
+unless the namespace changed again after that position. :meth:`GraphProjection.next_rows` then reads the
+top k by an index on the score.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -20,9 +28,11 @@ from pmem.adapters.readmodels.tracked_projection import TRACKING, TrackedProject
 from pmem.adapters.storage.projection_db import ProjectionDb, SqliteDb
 from pmem.domain.state import FORGOTTEN_TEXT
 from pmem.projections.graph import (
+    CLOSED,
     COLUMNS,
     DECLARED_PREFIX,
     NAME,
+    OPENED,
     PK,
     SCHEMA_VERSION,
     EntityGraph,
@@ -41,6 +51,11 @@ TABLE = "graph_facts"
 BATCH_SIZE = 2_000
 FACT = "key, value, status, trust, opened_at, node_type"  # a row as build_graph takes it
 CHUNK = 500  # entities per IN (...) list: under SQLite's and psycopg's parameter limits
+SCORES, SCORED, DIRTY = "graph_scores", "graph_scored", "graph_dirty"
+SCORE_COLUMNS = ("namespace", "entity", "importance", "pagerank", "community", "base", "text", "kind", "gap",
+                 "requires")
+Scorer = Callable[[EntityGraph], tuple[dict[str, tuple[Any, ...]], float]]  # graph -> rows after (namespace, entity)
+CANDIDATE = "entity, importance, pagerank, community, text, kind, gap, requires"  # a row as ranked() takes it
 
 
 class GraphProjection(TrackedProjection):
@@ -81,6 +96,7 @@ class GraphProjection(TrackedProjection):
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_subject ON {TABLE}(namespace, subject)")
         self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_facts_obj ON {TABLE}(namespace, obj)")
         self._key_index()
+        self._create_scores()
 
     @property
     def _binary(self) -> str:
@@ -95,9 +111,26 @@ class GraphProjection(TrackedProjection):
         except self.conn.errors:
             pass
 
+    def _create_scores(self) -> None:
+        real, i = "DOUBLE PRECISION", self.conn.int_type
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {SCORES} (namespace TEXT NOT NULL, entity TEXT NOT NULL, "
+                          f"importance {real} NOT NULL, pagerank {real} NOT NULL, community {i} NOT NULL, "
+                          f"base {real}, text TEXT NOT NULL, kind TEXT NOT NULL, gap TEXT NOT NULL, "
+                          "requires TEXT NOT NULL, PRIMARY KEY (namespace, entity))")
+        # The top k of a namespace, and of one community (the previous pick's bonus), read in score order.
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_scores_top ON {SCORES}(namespace, base DESC, entity) "
+                          "WHERE base IS NOT NULL")
+        self.conn.execute(f"CREATE INDEX IF NOT EXISTS graph_scores_community ON {SCORES}"
+                          "(namespace, community, base DESC, entity) WHERE base IS NOT NULL")
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {SCORED} (namespace TEXT PRIMARY KEY, "
+                          f"position {i} NOT NULL, max_importance {real} NOT NULL)")
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {DIRTY} (namespace TEXT PRIMARY KEY, "
+                          f"changed_at {i} NOT NULL)")
+
     def _drop(self) -> None:
         self._forget_position()
-        self.conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        for t in (TABLE, SCORES, SCORED, DIRTY):
+            self.conn.execute(f"DROP TABLE IF EXISTS {t}")
 
     # -- catching up -------------------------------------------------------------
     def _seed_batch(self, events: Sequence[IndexedEvent], start: int) -> None:
@@ -106,7 +139,20 @@ class GraphProjection(TrackedProjection):
         self._seed({e.originator_id for _, e in events} - {UUID(c) for c in self.projector.cells}, start)
 
     def _write_rows(self, rows: Any) -> None:
+        """The rows, and their namespaces marked dirty (a forgotten cell's head closes: a row here too)."""
+        rows = list(rows)
         self.conn.executemany(self.conn.upsert(TABLE, list(COLUMNS), PK), rows)
+        changed: dict[str, int] = {}
+        for r in rows:
+            changed[r[1]] = max(changed.get(r[1], 0), r[OPENED], r[CLOSED] or 0)
+        self._mark_dirty(changed)
+
+    def _mark_dirty(self, changed: dict[str, int]) -> None:
+        """Each namespace dirty since its latest change (a resumed namespace's older events never lower it)."""
+        self.conn.executemany(
+            f"INSERT INTO {DIRTY} (namespace, changed_at) VALUES (?, ?) ON CONFLICT (namespace) DO UPDATE SET "
+            f"changed_at = CASE WHEN excluded.changed_at > {DIRTY}.changed_at THEN excluded.changed_at "
+            f"ELSE {DIRTY}.changed_at END", sorted(changed.items()))
 
     def _forget_cells(self, cells: list[str]) -> None:
         """The rows of a forgotten cell's past heads keep their periods; their values (and the values'
@@ -169,3 +215,73 @@ class GraphProjection(TrackedProjection):
                 f"SELECT {FACT} FROM {TABLE} WHERE namespace=? AND {column} IN ({', '.join('?' * len(part))}) "
                 "AND opened_at<=? AND (closed_at IS NULL OR closed_at>?)", (namespace, *part, n, n)))
         return out
+
+    # -- the stored scores of ``next`` ----------------------------------------------
+    def refresh_scores(self, score: Scorer) -> list[str]:
+        """Score every dirty namespace at the current position with ``score`` (entity -> the values of its
+        row after ``namespace, entity``, and the maximum importance:
+        :func:`pmem.adapters.graph.scores.stored_values`); return those namespaces."""
+        done = []
+        for (ns,) in self.conn.execute(f"SELECT namespace FROM {DIRTY} ORDER BY namespace").fetchall():
+            position, g = self.graph_to_score(ns)
+            if self.store_scores(ns, position, *score(g)):
+                done.append(ns)
+        return done
+
+    def graph_to_score(self, namespace: str) -> tuple[int, EntityGraph]:
+        """The position and the graph (without P-Mem's cells) a namespace's scores are computed from."""
+        position = self.position()
+        return position, without_system(self.graph(namespace, position))
+
+    def store_scores(self, namespace: str, position: int, values: dict[str, tuple[Any, ...]], top: float) -> bool:
+        """Store scores computed from the graph at ``position``, in one transaction that writes only the rows
+        that changed; False (nothing written) when the namespace changed after ``position`` meanwhile."""
+        with self._transaction():
+            row = self.conn.execute(f"SELECT changed_at FROM {DIRTY} WHERE namespace=?", (namespace,)).fetchone()
+            if row is not None and int(row[0]) > position:
+                return False
+            self._store_scores(namespace, {v: (namespace, v, *r) for v, r in values.items()})
+            self.conn.execute(self.conn.upsert(SCORED, ["namespace", "position", "max_importance"], ["namespace"]),
+                              (namespace, position, top))
+            self.conn.execute(f"DELETE FROM {DIRTY} WHERE namespace=?", (namespace,))
+        return True
+
+    def _store_scores(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> None:
+        old = {r[1]: tuple(r) for r in self.conn.execute(
+            f"SELECT {', '.join(SCORE_COLUMNS)} FROM {SCORES} WHERE namespace=?", (namespace,))}
+        gone = [(namespace, v) for v in old.keys() - rows.keys()]
+        self.conn.executemany(f"DELETE FROM {SCORES} WHERE namespace=? AND entity=?", gone)
+        changed = [r for v, r in rows.items() if old.get(v) != r]
+        self.conn.executemany(self.conn.upsert(SCORES, list(SCORE_COLUMNS), ["namespace", "entity"]), changed)
+
+    def scored(self, namespace: str) -> tuple[int, float] | None:
+        """``(position, maximum importance)`` the namespace's stored scores hold for; None while dirty."""
+        if self.conn.execute(f"SELECT 1 FROM {DIRTY} WHERE namespace=?", (namespace,)).fetchone():
+            return None
+        row = self.conn.execute(f"SELECT position, max_importance FROM {SCORED} WHERE namespace=?",
+                                (namespace,)).fetchone()
+        return (self.position(), 0.0) if row is None else (self.position(), float(row[1]))
+
+    def next_rows(self, namespace: str, k: int, previous: str | None) -> list[tuple[Any, ...]]:
+        """The ``k`` best stored candidates, and the ``k`` best of the previous pick's community (those
+        earn the continuity bonus): at most 2k rows, each read by an index in score order."""
+        out = self.conn.execute(f"SELECT {CANDIDATE} FROM {SCORES} WHERE namespace=? AND base IS NOT NULL "
+                                "ORDER BY base DESC, entity LIMIT ?", (namespace, k)).fetchall()
+        community = self.community_of(namespace, previous)
+        if community is not None:
+            out += self.conn.execute(f"SELECT {CANDIDATE} FROM {SCORES} WHERE namespace=? AND community=? "
+                                     "AND base IS NOT NULL ORDER BY base DESC, entity LIMIT ?",
+                                     (namespace, community, k)).fetchall()
+        return [tuple(r) for r in out]
+
+    def community_of(self, namespace: str, entity: str | None) -> int | None:
+        if entity is None:
+            return None
+        row = self.conn.execute(f"SELECT community FROM {SCORES} WHERE namespace=? AND entity=?",
+                                (namespace, entity)).fetchone()
+        return None if row is None else int(row[0])
+
+    def stored_scores(self, namespace: str) -> dict[str, tuple[float | None, int, float]]:
+        """Entity -> (score without bonus or None, community, PageRank): what the equality test compares."""
+        return {r[0]: (None if r[1] is None else float(r[1]), int(r[2]), float(r[3])) for r in self.conn.execute(
+            f"SELECT entity, base, community, pagerank FROM {SCORES} WHERE namespace=?", (namespace,))}

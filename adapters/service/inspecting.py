@@ -15,13 +15,11 @@ Results are plain JSON-able dicts, like every other guarded read.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pmem.adapters.eventstore.stored_log import object_dict
-from pmem.domain.errors import InvalidOperation, StoreUnavailable
+from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import cell_id
 from pmem.domain.operations import checked_count
 from pmem.projections.graph import EntityGraph, entity_slug, split_key
@@ -34,40 +32,7 @@ MAX_DEPTH = 3
 MAX_NODES = 60  # a neighbourhood larger than this is cut, nearest first: labels must stay readable
 NODE_TYPES = ("relationship", "event", "persona")
 FILTERED_READ = 2_000  # cells read per round while a filter looks for a page
-
-
-class Rankings:
-    """``what_next``'s best questions by (namespace, event index), the last few kept: the log is append-only,
-    so a ranking as of an index never changes. Ranking (PageRank, Louvain) runs on a graph already read,
-    outside the server's store lock (:func:`ranked`); only reading the graph takes the lock."""
-
-    def __init__(self, keep: int = 8) -> None:
-        self.keep, self.done = keep, OrderedDict[tuple[str, int], list[dict[str, Any]]]()
-        self.lock = threading.Lock()
-
-    def __contains__(self, key: tuple[str, int]) -> bool:
-        with self.lock:
-            return key in self.done
-
-    def ranked(self, key: tuple[str, int], g: EntityGraph | None, k: int) -> list[dict[str, Any]]:
-        """The ``k`` best questions at ``key``: kept ones, else ranked from ``g`` (the top 50 are kept)."""
-        with self.lock:
-            hit = self.done.get(key)
-        if hit is None:
-            from pmem.adapters.graph import view as graph_view
-
-            if g is None:  # dropped by other rankings since the caller looked: rare, and safe to ask again
-                raise StoreUnavailable("the ranking was dropped while it was read; ask again")
-            hit = graph_view.proposals(g, max(k, KEPT))
-            with self.lock:
-                self.done[key] = hit
-                while len(self.done) > self.keep:
-                    self.done.popitem(last=False)
-        return hit[:k]
-
-
-RANKINGS = Rankings()
-KEPT = 50  # questions kept per ranking: the route's largest k
+KEPT = 50  # the largest k of the inspector's next route
 
 
 class Inspection:
@@ -126,14 +91,6 @@ class Inspection:
             f.key for f in self.store.graph(as_of=as_of, namespace=self.namespace).facts() if f.node_type == node_type}
         return lambda c: ((not contested or c.status == "contested") and (changed is None or c.key in changed)
                           and (typed is None or c.key in typed))
-
-    def ranking_graph(self, as_of: int | None = None) -> tuple[tuple[str, int], EntityGraph | None]:
-        """What ``what_next`` ranks, read now (under the caller's lock): ``((namespace, event index), graph)``;
-        the graph is None when :data:`RANKINGS` already holds that index's ranking."""
-        n = self.store.last_index() if as_of is None else min(as_of, self.store.last_index())
-        key = (self.namespace, n)
-        return key, None if key in RANKINGS else self.store.graph(as_of=n, namespace=self.namespace, embed=True)
-
 
     def neighbourhood(self, of: str, as_of: int | None = None, depth: int = 1) -> dict[str, Any]:
         """The entities within ``depth`` hops of ``of`` (a cell's key: its subject and value; else an

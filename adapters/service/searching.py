@@ -119,6 +119,28 @@ class Searches:
         return g
 
 
+    def what_next(self, k: int, previous: str | None, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The ``k`` best next questions now, read from the graph projection's stored scores. A namespace
+        whose facts changed since they were stored is scored first (docs/graph.md), outside the lock: only
+        reading its graph and storing the scores take it."""
+        from pmem.adapters.graph.scores import ranked, stored_values
+
+        ns = self.reads.namespace(namespace)
+        projection = self.w.projections["graph"]
+        while True:
+            with self.w.lock:
+                projection.catch_up()
+                projection.check_readable(ns, None)
+                scored = projection.scored(ns)
+                if scored is not None:
+                    rows = projection.next_rows(ns, k, previous)
+                    community = projection.community_of(ns, previous)
+                    return ranked(rows, k, scored[1], community, scored[0])
+                position, g = projection.graph_to_score(ns)
+            values, top = stored_values(g)
+            with self.w.lock:
+                projection.store_scores(ns, position, values, top)
+
     def graph_around(self, entities: Iterable[str], *, as_of: int | None = None,
                      namespace: str | None = None) -> EntityGraph:
         """The part of the entity graph at ``entities`` (the graph projection's ``graph_around``)."""
