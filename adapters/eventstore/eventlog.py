@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 from uuid import UUID
 
 import orjson
@@ -40,7 +40,7 @@ from pmem.adapters.eventstore.cell_state import (
 )
 from pmem.adapters.eventstore.codec import decode_event, encode_state, timestamp_envelope
 from pmem.adapters.eventstore.gc_pause import no_gc
-from pmem.adapters.eventstore.mapper import OrjsonMapper
+from pmem.adapters.eventstore.log_access import Forgetting
 from pmem.adapters.eventstore.packed import PackedCells
 from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, nonces, scrubbed, seal
 from pmem.adapters.eventstore.stored_log import CellRange
@@ -95,13 +95,14 @@ class EventLog(Application[UUID]):
             except self._errors + (OSError,) as e:
                 raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
         self.keys = Keyring(key_scope(self.backend), lambda cells: self._read(self.recorder.select_keys, cells))
-        self._build_states()
+        self._heal_state()
 
     recorder: Any  # pmem.adapters.eventstore.sqlite_log.PmemRecorder or pmem.adapters.eventstore.pg_log.PmemPgRecorder
-    mapper: OrjsonMapper
 
-    def construct_mapper(self) -> OrjsonMapper:
-        return OrjsonMapper(transcoder=self.construct_transcoder())
+    def save(self, *objs: Any, **kwargs: Any) -> NoReturn:
+        """Refused: the library's save would append events without sealing, op ids or cell state (and
+        on PostgreSQL number them from a sequence this log never advances); :meth:`execute` records."""
+        raise NotImplementedError("EventLog records operations with execute(), not the library's save()")
 
     # -- writing -------------------------------------------------------------
     def execute(self, ops: Sequence[Operation]) -> list[Receipt]:
@@ -132,6 +133,7 @@ class EventLog(Application[UUID]):
         try:
             with no_gc(), self.recorder.batch():
                 self._drop_cells()  # read afresh under the lock: a cached cell may be stale
+                self._heal_locked()
                 self._stream_folds = self._folds
                 chunk: Sequence[Operation] | None = first_chunk
                 while chunk is not None:
@@ -167,25 +169,39 @@ class EventLog(Application[UUID]):
         self._cells.clear()
         self._folds.clear()
 
-    def _build_states(self) -> None:
-        """Build the compact cell state from the log, once, in one transaction, for a store made
-        before it (its log holds events, its state table none)."""
-        if self._read(self.recorder.states.counts)[0] or not self.last_index():
+    def _heal_state(self) -> None:
+        """Rebuild the compact cell state from the log when it does not reflect the whole log: a store
+        made before it, an import, or events appended by a release that does not keep it (each batch
+        records the last index the state reflects, in its transaction; :mod:`.cell_state`). One query
+        when the state is current."""
+        if self._read(self.recorder.states.position) == self.last_index():
             return
         try:
             with self.recorder.batch():
-                if self.recorder.states.counts()[0]:
-                    return  # another process built it first
-                self.recorder.states.save(states_from_log(self.indexed_events()))
+                self._heal_locked()
         except self._errors as e:
             raise StoreUnavailable(f"cannot build the cell state of store {self.db}: {_first_line(e)}") from e
 
+    def _heal_locked(self) -> None:
+        """:meth:`_heal_state` inside an open batch (the write lock held: no writer interleaves)."""
+        last = self.recorder.max_notification_id()
+        if self.recorder.states.position() == last:
+            return  # another process rebuilt it first
+        self._drop_cells()
+        self.recorder.states.replace(states_from_log(self.indexed_events(1, last)), last)
+
     def _execute_with_retries(self, ops: Sequence[Operation]) -> list[Receipt]:
+        return self._retrying(self._execute_once, ops)
+
+    def _retrying(self, once: Callable[[Any], list[Receipt]], arg: Any) -> list[Receipt]:
+        """``once(arg)``, decided again after a version conflict (another writer got there first) with
+        the cells read afresh, up to :attr:`max_retries` times."""
         for attempt in range(self.max_retries):
             try:
-                return self._execute_once(ops)
+                return once(arg)
             except IntegrityError:
                 self._drop_cells()  # someone else wrote these cells: reload and decide again
+                self._heal_state()  # (a writer that keeps no cell state leaves every retry a conflict)
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
             except self._errors as e:
                 self._drop_cells()
@@ -351,14 +367,17 @@ class EventLog(Application[UUID]):
                 cells[k] = (cell, cid.hex)
         return cells
 
-    def state_mismatches(self) -> list[str]:
+    def state_mismatches(self, ids: Sequence[UUID] | None = None) -> list[str]:
         """The cells (ids in hex) whose compact state (record or chain) is not the one folded from the
-        log: none, unless the state tables were damaged or written around this store. Folds the whole
-        log in memory (``pmem doctor``)."""
-        want = states_from_log(self.indexed_events())
+        log: none, unless the state tables were damaged or written around this store. Folds the cells
+        ``ids`` (``pmem doctor``'s sample), or the whole log in memory, counting the records too."""
+        if ids is None:
+            want = states_from_log(self.indexed_events())
+        else:
+            want = states_from_log(e for events in self.cell_events(ids).values() for e in events)
         have = self._read(self.recorder.states.select, [r[0] for r in want.states])
         bad = [h for h, _, revision, blob in want.states if have.get(h) != (revision, blob)]
-        if self._read(self.recorder.states.counts)[0] != len(want.states):
+        if ids is None and self._read(self.recorder.states.counts)[0] != len(want.states):
             bad.append("(cells without events)")
         chains: dict[str, list[tuple[Any, ...]]] = {}
         for row in want.chain:
@@ -374,26 +393,12 @@ class EventLog(Application[UUID]):
         """Forget the cells ``(namespace, key)``: append ``Forgotten`` to each that holds anything
         since its last forget, delete its data key and scrub its plaintext events, all in one
         transaction; then checkpoint the WAL (SQLite). One receipt per cell forgotten."""
-        for attempt in range(self.max_retries):
-            try:
-                receipts = self._forget_once(keys)
-                break
-            except IntegrityError:
-                self._drop_cells()
-                time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
-            except self._errors as e:
-                self._drop_cells()
-                raise StoreUnavailable(f"cannot write to store {self.db}: {_first_line(e)}") from e
-        else:
-            raise ConflictRetriesExhausted(
-                f"gave up after {self.max_retries} attempts: other writers kept changing the same cells")
+        receipts = self._retrying(self._forget_once, keys)
         if receipts and hasattr(self.recorder, "checkpoint"):
             self._read(self.recorder.checkpoint)
         return receipts
 
     def _forget_once(self, keys: Sequence[tuple[str, str]]) -> list[Receipt]:
-        from pmem.adapters.eventstore.sqlite_log import Forgetting
-
         cells = self._load_cells(set(keys))
         todo = [(k, c, h) for k, (c, h) in sorted(cells.items())
                 if c.version > 0 and c.state.forgotten_at != c.version]
@@ -462,6 +467,10 @@ class EventLog(Application[UUID]):
 
     def last_index(self) -> int:
         return int(self._read(self.recorder.max_notification_id))
+
+    def state_position(self) -> tuple[int | None, int]:
+        """The last event index the compact cell state reflects (None: never recorded), and the log's."""
+        return self._read(self.recorder.states.position), self.last_index()
 
     def state_counts(self) -> tuple[int, int]:
         """(cells, namespaces) that hold events, from the compact cell state."""

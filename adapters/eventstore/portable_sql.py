@@ -12,18 +12,18 @@ PostgreSQL. The tables themselves are made by opening the :class:`~.eventlog.Eve
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from pmem.adapters.eventstore.log_sql import KEY_COLUMNS, OP_ID_COLUMNS, PG_EVENTS, LogSql, PgDialect, SqliteDialect
 from pmem.adapters.eventstore.portable import EventRow, KeyRow, OpIdRow
-from pmem.adapters.eventstore.stored_log import EVENTS_TABLE
 from pmem.adapters.storage.meta import META
 from pmem.domain.errors import InvalidOperation
 from pmem.domain.keys import KEY_EDITION
 
-OP_IDS, KEYS = "pmem_op_ids", "pmem_keys"
-PG_EVENTS = "pmem_events"  # eventsourcing names the PostgreSQL table after the application (EventLog.name)
+__all__ = ["PG_EVENTS", "SQLITE", "PgSink", "PgSnapshot", "SqliteSink", "SqliteSnapshot", "TargetNotEmpty"]
+SQLITE = LogSql(SqliteDialect())
 FETCH = 5_000  # rows a PostgreSQL server-side cursor hands over at a time
 
 
@@ -47,12 +47,11 @@ class SqliteSnapshot:
         # read-only, and not memory-mapped: mapped pages would count in the exporter's RSS as it reads the file
         self.conn = sqlite3.connect(f"{Path(path).as_uri()}?mode=ro", uri=True, isolation_level=None)
         self.conn.execute("BEGIN")
-        row = self.conn.execute(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}").fetchone()  # the snapshot starts here
-        self.last_index = int(row[0] or 0)
+        self.last_index = int(self.conn.execute(SQLITE.log.last_index()).fetchone()[0])  # the snapshot starts here
         self.key_edition, self.since = _edition(dict(self._all(f"SELECT name, value FROM {META}", ())),
                                                 self.last_index)
 
-    def _all(self, sql: str, params: tuple[Any, ...]) -> Iterator[Any]:
+    def _all(self, sql: str, params: Sequence[Any]) -> Iterator[Any]:
         try:
             yield from self.conn.execute(sql, params)
         except sqlite3.OperationalError as e:
@@ -60,15 +59,13 @@ class SqliteSnapshot:
                 raise
 
     def events(self, after: int) -> Iterator[EventRow]:
-        return self._all(f"SELECT rowid, originator_id, originator_version, topic, state FROM {EVENTS_TABLE} "
-                         "WHERE rowid > ? ORDER BY rowid", (after,))
+        return self._all(*SQLITE.log.rows(after + 1, None, None))
 
     def op_ids(self, after: int) -> Iterator[OpIdRow]:
-        return self._all(f"SELECT namespace, op_id, event_index FROM {OP_IDS} WHERE event_index > ? "
-                         "ORDER BY event_index, namespace, op_id", (after,))
+        return self._all(SQLITE.ids.op_ids_after(), (after,))
 
     def keys(self) -> Iterator[KeyRow]:
-        return self._all(f"SELECT cell_id, life, key FROM {KEYS} ORDER BY cell_id", ())
+        return self._all(SQLITE.ids.all_keys(), ())
 
     def close(self) -> None:
         self.conn.close()
@@ -82,18 +79,16 @@ class PgSnapshot:
     def __init__(self, conninfo: dict[str, Any], schema: str) -> None:
         import psycopg
 
-        self.schema = schema
+        self.sql = LogSql(PgDialect(schema))
         self.conn = psycopg.connect(**conninfo)
         self.conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         self.conn.read_only = True
-        self.last_index = int(self._one(f"SELECT COALESCE(MAX(notification_id), 0) FROM {self._t(PG_EVENTS)}"))
-        found = self.conn.execute("SELECT to_regclass(%s)", (f'"{schema}".{META}',)).fetchone()
-        meta = dict(self.conn.execute(f"SELECT name, value FROM {self._t(META)}").fetchall()) if found and found[0] \
+        self.last_index = int(self._one(self.sql.log.last_index()))
+        meta_table = self.sql.d.table(META)
+        found = self.conn.execute("SELECT to_regclass(%s)", (meta_table,)).fetchone()
+        meta = dict(self.conn.execute(f"SELECT name, value FROM {meta_table}").fetchall()) if found and found[0] \
             else {}
         self.key_edition, self.since = _edition(meta, self.last_index)
-
-    def _t(self, table: str) -> str:
-        return f'"{self.schema}".{table}'
 
     def _one(self, sql: str) -> Any:
         row = self.conn.execute(sql).fetchone()
@@ -106,16 +101,14 @@ class PgSnapshot:
             yield from c
 
     def events(self, after: int) -> Iterator[EventRow]:
-        sql = (f"SELECT notification_id, translate(originator_id::text, '-', ''), originator_version, topic, state "
-               f"FROM {self._t(PG_EVENTS)} WHERE notification_id > %s ORDER BY notification_id")
-        return self._stream(sql, (after,))
+        sql, params = self.sql.log.rows(after + 1, None, None)
+        return self._stream(sql, tuple(params))
 
     def op_ids(self, after: int) -> Iterator[OpIdRow]:
-        return self._stream(f"SELECT namespace, op_id, event_index FROM {self._t(OP_IDS)} WHERE event_index > %s "
-                            "ORDER BY event_index, namespace, op_id", (after,))
+        return self._stream(self.sql.ids.op_ids_after(), (after,))
 
     def keys(self) -> Iterator[KeyRow]:
-        return self._stream(f"SELECT cell_id, life, key FROM {self._t(KEYS)} ORDER BY cell_id", ())
+        return self._stream(self.sql.ids.all_keys(), ())
 
     def close(self) -> None:
         self.conn.rollback()
@@ -129,23 +122,20 @@ class SqliteSink:
         self.conn = sqlite3.connect(path, isolation_level=None, timeout=60)
         self.conn.execute(f"PRAGMA synchronous={synchronous}")
         self.conn.execute("BEGIN IMMEDIATE")
-        found = self.conn.execute(f"SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM {EVENTS_TABLE} LIMIT 1)) + "
-                                  f"(SELECT COUNT(*) FROM (SELECT 1 FROM {OP_IDS} LIMIT 1)) + "
-                                  f"(SELECT COUNT(*) FROM (SELECT 1 FROM {KEYS} LIMIT 1))").fetchone()[0]
-        if found:
+        if self.conn.execute(SQLITE.log.nonempty()).fetchone()[0]:
             self.rollback()
             raise TargetNotEmpty(f"cannot import into {path}: the store is not empty (import needs a new store)",
                                  field="db")
 
     def events(self, rows: Iterable[EventRow]) -> None:
-        self.conn.executemany(f"INSERT INTO {EVENTS_TABLE} (rowid, originator_id, originator_version, topic, state) "
+        self.conn.executemany(f"INSERT INTO {SQLITE.d.events} ({SQLITE.log.verbatim_columns()}) "
                               "VALUES (?,?,?,?,?)", rows)
 
     def op_ids(self, rows: Iterable[OpIdRow]) -> None:
-        self.conn.executemany(f"INSERT INTO {OP_IDS} VALUES (?,?,?)", rows)
+        self.conn.executemany(f"INSERT INTO {SQLITE.op_ids} VALUES (?,?,?)", rows)
 
     def keys(self, rows: Iterable[KeyRow]) -> None:
-        self.conn.executemany(f"INSERT INTO {KEYS} VALUES (?,?,?)", rows)
+        self.conn.executemany(f"INSERT INTO {SQLITE.keys} VALUES (?,?,?)", rows)
 
     def meta(self, key_edition: int, since: int | None) -> None:
         self.conn.execute(f"CREATE TABLE IF NOT EXISTS {META} (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -168,41 +158,36 @@ class PgSink:
     def __init__(self, conninfo: dict[str, Any], schema: str, label: str) -> None:
         import psycopg
 
-        self.schema = schema
+        self.sql = LogSql(PgDialect(schema))
         self.conn = psycopg.connect(**conninfo)
-        self.conn.execute(f"LOCK TABLE {self._t(PG_EVENTS)} IN EXCLUSIVE MODE")
-        found = self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM {self._t(PG_EVENTS)}) OR "
-                                  f"EXISTS (SELECT 1 FROM {self._t(OP_IDS)}) OR "
-                                  f"EXISTS (SELECT 1 FROM {self._t(KEYS)})").fetchone()
+        self.conn.execute(f"LOCK TABLE {self.sql.d.events} IN EXCLUSIVE MODE")
+        found = self.conn.execute(self.sql.log.nonempty()).fetchone()
         if found and found[0]:
             self.rollback()
             raise TargetNotEmpty(f"cannot import into {label}: the store is not empty (import needs a new store)",
                                  field="db")
 
-    def _t(self, table: str) -> str:
-        return f'"{self.schema}".{table}'
-
     def _copy(self, table: str, columns: str, types: list[str], rows: Iterable[tuple[Any, ...]]) -> None:
-        with self.conn.cursor() as c, c.copy(f"COPY {self._t(table)} ({columns}) FROM STDIN (FORMAT BINARY)") as cp:
+        with self.conn.cursor() as c, c.copy(f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)") as cp:
             cp.set_types(types)
             for row in rows:
                 cp.write_row(row)
 
     def events(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        self._copy(PG_EVENTS, "notification_id, originator_id, originator_version, topic, state",
-                   ["int8", "uuid", "int8", "text", "bytea"], rows)
+        self._copy(self.sql.d.events, self.sql.log.verbatim_columns(), ["int8", "uuid", "int8", "text", "bytea"], rows)
 
     def op_ids(self, rows: Iterable[OpIdRow]) -> None:
-        self._copy(OP_IDS, "namespace, op_id, event_index", ["text", "text", "int8"], rows)
+        self._copy(self.sql.op_ids, ", ".join(OP_ID_COLUMNS), ["text", "text", "int8"], rows)
 
     def keys(self, rows: Iterable[KeyRow]) -> None:
-        self._copy(KEYS, "cell_id, life, key", ["text", "int8", "bytea"], rows)
+        self._copy(self.sql.keys, ", ".join(KEY_COLUMNS), ["text", "int8", "bytea"], rows)
 
     def meta(self, key_edition: int, since: int | None) -> None:
-        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {self._t(META)} (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self.conn.execute(f"DELETE FROM {self._t(META)} WHERE name IN ('key_edition', 'key_edition_since')")
+        table = self.sql.d.table(META)
+        self.conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self.conn.execute(f"DELETE FROM {table} WHERE name IN ('key_edition', 'key_edition_since')")
         with self.conn.cursor() as c:
-            c.executemany(f"INSERT INTO {self._t(META)} VALUES (%s, %s)", _meta_rows(key_edition, since))
+            c.executemany(f"INSERT INTO {table} VALUES (%s, %s)", _meta_rows(key_edition, since))
 
     def commit(self) -> None:
         self.conn.commit()

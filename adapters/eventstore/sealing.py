@@ -43,7 +43,6 @@ from pmem.domain.state import FORGOTTEN_TEXT
 
 SEALED = "_sealed"
 FIELDS = ("value", "rejected", "text", "source", "reason")  # what sealing hides; keys and numbers stay plain
-KEY_TABLE = "pmem_keys"
 FORGOTTEN_TOPIC = "pmem.cell/Forgotten"
 SCRUBBED_LIFE = 0  # no key ever has it: lives are cell revisions, from 1
 Key = tuple[int, AESGCM]  # (life, cipher)
@@ -254,12 +253,6 @@ def open_with(key: Key | None, fields: dict[str, Any], cell: str, revision: int)
     del fields[SEALED]
     fields.update(zip(names, orjson.loads(plain), strict=True))
     return True
-
-
-def range_sql(lo: str, hi: str | None, mark: str = "?") -> tuple[str, tuple[str, ...]]:
-    """The query of the keys of a range of cell ids ``[lo, hi)`` (``hi`` None: no upper bound)."""
-    sql = f"SELECT cell_id, life, key FROM {KEY_TABLE} WHERE cell_id >= {mark}"
-    return (sql, (lo,)) if hi is None else (sql + f" AND cell_id < {mark}", (lo, hi))
 
 
 class Plain:

@@ -16,32 +16,15 @@ from typing import Any
 from uuid import UUID
 
 from pmem.adapters.eventstore.codec import OP_BY_TOPIC, decode_event, decode_fields, recorded_at
-from pmem.adapters.eventstore.sealing import KEY_TABLE, Keyring, range_sql
+from pmem.adapters.eventstore.log_sql import SCAN_RANGES, SQLITE_EVENTS, STATE_AT, LogSql, SqliteDialect
+from pmem.adapters.eventstore.sealing import Keyring
 from pmem.domain.errors import StoreUnavailable
 
-EVENTS_TABLE = "stored_events"  # the table of eventsourcing's SQLite recorder (a test checks the name)
+EVENTS_TABLE = SQLITE_EVENTS  # (a test checks the name)
 RawRow = tuple[int, str, int, str, bytes]  # (event index, cell id hex, cell revision, topic, state)
 CellRange = tuple[str, "str | None"]  # [lo, hi) of cell ids (hex); hi None: no upper bound
-# The rows of a range of cells. A scan of the table (NOT INDEXED) reads them in storage order and skips
-# the other cells' rows inside SQLite, far cheaper per row than following the (cell, revision) index,
-# which visits the rows at random; but a log read in many ranges would be scanned once per range, so
-# past SCAN_RANGES ranges the index is the cheaper way (docs/projections.md has the figures).
-RANGE_SQL = ("SELECT rowid, originator_id, originator_version, topic, state FROM {table}{how} "
-             "WHERE originator_id >= ? AND rowid <= ?")
-SCAN_RANGES = 16
-
-
-def range_query(table: str, cells: CellRange, stop: int, ranges: int) -> tuple[str, tuple[Any, ...]]:
-    """The SQL and parameters that read the stored rows with index ``<= stop`` of the cells in the
-    range, each cell's in revision order (by index in a scan, by cell and revision through the index:
-    both the order the rows are read in), for a log read in ``ranges`` ranges."""
-    lo, hi = cells
-    scan = ranges <= SCAN_RANGES
-    sql = RANGE_SQL.format(table=table, how=" NOT INDEXED" if scan else "")
-    if hi is not None:
-        sql += " AND originator_id < ?"
-    sql += " ORDER BY rowid" if scan else " ORDER BY originator_id, originator_version"
-    return sql, ((lo, stop) if hi is None else (lo, stop, hi))
+SQL = LogSql(SqliteDialect())
+__all__ = ["SCAN_RANGES", "LazyLog", "event_dict", "range_keys", "range_rows", "read_only", "select_keys"]
 
 
 def read_only(path: str) -> sqlite3.Connection:
@@ -53,15 +36,18 @@ def read_only(path: str) -> sqlite3.Connection:
 
 
 def range_rows(conn: sqlite3.Connection, table: str, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
-    """:func:`range_query` run on ``conn``."""
-    return conn.execute(*range_query(table, cells, stop, ranges)).fetchall()
+    """The stored rows with index ``<= stop`` of the cells in the range, each cell's in revision order,
+    for a log read in ``ranges`` ranges (:meth:`.log_sql.LogSql.range_rows`), read on ``conn``. (``table``:
+    the events table, :data:`EVENTS_TABLE`.)"""
+    assert table == EVENTS_TABLE
+    return conn.execute(*SQL.log.range_rows(cells, stop, ranges)).fetchall()
 
 
 def has_log(conn: sqlite3.Connection) -> bool:
     """Whether this file already holds a P-Mem log (else the EventLog must create it)."""
     try:
         found = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                             (EVENTS_TABLE,)).fetchone()
+                             (SQLITE_EVENTS,)).fetchone()
     except sqlite3.Error:
         return False
     return found is not None
@@ -83,26 +69,21 @@ class LazyLog:
         self.keys.refresh_range(cells, range_keys(self.conn, cells))
 
     def last_index(self) -> int:
-        row = self._query(f"SELECT MAX(rowid) FROM {EVENTS_TABLE}", ())
-        return int(row[0][0] or 0)
+        return int(self._query(SQL.log.last_index(), ())[0][0])
 
     def state_counts(self) -> tuple[int, int]:
-        """(cells, namespaces) that hold events, from the compact cell state; a store without it yet
-        opens the EventLog, which builds it."""
-        if self._query("SELECT count(*) FROM sqlite_master WHERE name='pmem_cells'", ())[0][0]:
-            cells, namespaces = self._query("SELECT count(*), count(DISTINCT namespace) FROM pmem_cells", ())[0]
-            if cells or not self.last_index():
+        """(cells, namespaces) that hold events, from the compact cell state; a store whose state does
+        not reflect its whole log opens the EventLog, which rebuilds it."""
+        if self._query("SELECT count(*) FROM sqlite_master WHERE name=?", (STATE_AT,))[0][0]:
+            position = self._query(SQL.state.state_position(), ())
+            if position and position[0][0] == self.last_index():
+                cells, namespaces = self._query(SQL.state.state_counts(), ())[0]
                 return int(cells), int(namespaces)
         return self._open_log().state_counts()  # type: ignore[no-any-return]
 
     def rows(self, start: int, stop: int | None, limit: int) -> list[RawRow]:
         """Raw rows with ``start <= index <= stop`` (``stop`` None: to the end), at most ``limit``."""
-        sql = f"SELECT rowid, originator_id, originator_version, topic, state FROM {EVENTS_TABLE} WHERE rowid>=?"
-        params: list[Any] = [start]
-        if stop is not None:
-            sql += " AND rowid<=?"
-            params.append(stop)
-        return self._query(sql + " ORDER BY rowid LIMIT ?", [*params, limit])
+        return self._query(*SQL.log.rows(start, stop, limit))
 
     # -- what needs decoded events: the EventLog --------------------------------------------
     def indexed_events(self, start: int = 1, stop: int | None = None) -> Iterator[Any]:
@@ -135,13 +116,12 @@ class LazyLog:
 
 def select_keys(conn: sqlite3.Connection, cells: list[str]) -> dict[str, tuple[int, bytes]]:
     """The data keys of these cells (none in a file written before sealing: it has no key table)."""
-    return _keys(conn, f"SELECT cell_id, life, key FROM {KEY_TABLE} WHERE cell_id IN ({','.join('?' * len(cells))})",
-                 tuple(cells))
+    return _keys(conn, SQL.ids.keys_of(len(cells)), tuple(cells))
 
 
 def range_keys(conn: sqlite3.Connection, cells: CellRange) -> dict[str, tuple[int, bytes]]:
     """The data keys of the cells in a range of cell ids."""
-    return _keys(conn, *range_sql(*cells))
+    return _keys(conn, *SQL.ids.keys_in(*cells))
 
 
 def _keys(conn: sqlite3.Connection, sql: str, params: tuple[str, ...]) -> dict[str, tuple[int, bytes]]:

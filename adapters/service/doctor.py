@@ -8,6 +8,8 @@ nothing, so it works on a read-only file, and a check whose data cannot be read 
   the server's own tool is ``amcheck`` / ``pg_amcheck``);
 - ``event_indices``: the log's event indices run 1, 2, 3, ... to its last with none missing (a
   backup, a copy or an import must be a gapless prefix of the log it came from; docs/portability.md);
+- ``cell_state``: the compact cell state (:mod:`pmem.adapters.eventstore.cell_state`) reflects the whole
+  log, and the state of a sample of cells (drawn through random events) is the one folded from their events;
 - ``projections``: a sample of cells (up to :data:`SAMPLE_CELLS`, half of them drawn from the frontier
   projection's cells and half through random events of the log) read from the frontier projection and
   folded from the log (:func:`pmem.projections.replay.fold`), both at the projection's position;
@@ -33,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from pmem.adapters.eventstore.portable_sql import PG_EVENTS
-from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, read_only
+from pmem.adapters.eventstore.log_sql import STATE_AT, LogSql, PgDialect, SqliteDialect
+from pmem.adapters.eventstore.stored_log import read_only
 from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.heartbeat import workers
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
@@ -82,6 +84,7 @@ class Doctor:
         checks: list[tuple[str, Callable[[], Check], str | None]] = [
             ("integrity", self.integrity, None),
             ("event_indices", self.event_indices, None),
+            ("cell_state", lambda: self.cell_state(sample), None),
             ("projections", lambda: self.projections(sample), REBUILD_FRONTIER),
             ("shadow_tables", self.shadow_tables, REBUILD_FRONTIER),
             ("workers", self.stale_workers, None),
@@ -122,19 +125,47 @@ class Doctor:
     def event_indices(self) -> Check:
         """The log's indices are 1..last with none missing: one count and the bounds, and where they
         disagree, the first missing index (an index scan, only then)."""
-        table, column = (EVENTS_TABLE, "rowid") if self.sqlite else (PG_EVENTS, "notification_id")
+        sql = self._log_sql()
         db = self.w.projection_db
-        count, first, last = db.execute(f"SELECT COUNT(*), COALESCE(MIN({column}), 0), COALESCE(MAX({column}), 0) "
-                                        f"FROM {table}").fetchone()
+        count, first, last = db.execute(sql.log.index_bounds()).fetchone()
         if count == last and first in (0, 1):
             return result("event_indices", True, f"{count} events, indices 1 to {last} with none missing")
-        missing = 1 if first != 1 else int(db.execute(
-            f"SELECT e.{column} + 1 FROM {table} e WHERE e.{column} < ? AND NOT EXISTS (SELECT 1 FROM {table} n "
-            f"WHERE n.{column} = e.{column} + 1) ORDER BY e.{column} LIMIT 1", (last,)).fetchone()[0])
+        missing = 1 if first != 1 else int(db.execute(sql.log.first_missing(), (last,)).fetchone()[0])
         return result("event_indices", False, f"{last - count} of the indices 1 to {last} are missing, the first "
                       f"{missing}: the log has lost events",
                       "restore the store from a backup that passes this check, or import an export of the "
                       "source again (docs/portability.md)")
+
+    def cell_state(self, sample: int) -> Check:
+        """The compact cell state reflects the log to its end, and a sample of cells' state records and
+        chain rows are those folded from their events (each sampled cell's history is read once)."""
+        log: EventLog = self.w.log.get()
+        position, last = log.state_position()
+        fix = self._state_reset()
+        if position != last:
+            return result("cell_state", False, f"the cell state reflects the log up to index {position}, but the "
+                          f"log ends at {last}", fix)
+        ids = self._cells_through_log(last, sample)
+        wrong = log.state_mismatches(ids)
+        if not wrong:
+            return result("cell_state", True, f"the cell state reflects the log up to index {last}; "
+                          f"{len(ids)} sampled cells match a fold of their events")
+        return result("cell_state", False, f"{len(wrong)} of {len(ids)} sampled cells' state differs from a fold of "
+                      f"their events (cell ids {', '.join(wrong[:SHOWN])})", fix)
+
+    def _state_reset(self) -> str:
+        """The fix of a cell state that is not the log's: forget where it stands, and the next pmem
+        command that opens the log rebuilds it from the log."""
+        label = getattr(self.w.backend, "label", "STORE")
+        if self.sqlite:
+            run = f'sqlite3 {label} "DELETE FROM {STATE_AT}"'
+        else:
+            run = f"psql {label.split('?')[0]} -c 'DELETE FROM {self._log_sql().state_at}'"
+        return f"{run}, then pmem stats (opening the log rebuilds the cell state from it)"
+
+    def _log_sql(self) -> LogSql:
+        """The log's statements, for the projection connection (its own schema's tables on PostgreSQL)."""
+        return LogSql(SqliteDialect() if self.sqlite else PgDialect(getattr(self.w.backend, "schema", "public")))
 
     def projections(self, sample: int) -> Check:
         """The frontier projection's view and history of sampled cells against a fold of their events,
@@ -168,12 +199,18 @@ class Doctor:
         rows = db.execute("SELECT cell_id FROM cells WHERE first_index <= ? ORDER BY random() LIMIT ?",
                           (position, max(sample // 2, 1))).fetchall() if "cells" in db.names() else []
         ids = {UUID(r[0]): None for r in rows}
-        draws = random.Random()
-        for _ in range(sample - len(ids)):
-            i = draws.randint(1, position)
+        ids.update(dict.fromkeys(self._cells_through_log(position, sample - len(ids))))
+        return list(ids)[:sample]
+
+    def _cells_through_log(self, last: int, draws: int) -> list[UUID]:
+        """The cells of ``draws`` random events up to index ``last``, without repeats."""
+        ids: dict[UUID, None] = {}
+        pick = random.Random()
+        for _ in range(draws if last else 0):
+            i = pick.randint(1, last)
             for row in self.w.events.rows(i, i, 1):
                 ids.setdefault(UUID(row[1]), None)
-        return list(ids)[:sample]
+        return list(ids)
 
     def shadow_tables(self) -> Check:
         found = sorted(n for n in self.w.projection_db.names() if n.endswith(SHADOW))

@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from pmem.adapters.eventstore import portable as fmt
-from pmem.adapters.eventstore.portable_sql import PgSink, PgSnapshot, SqliteSink, SqliteSnapshot
+from pmem.adapters.eventstore.portable_sql import SQLITE, PgSink, PgSnapshot, SqliteSink, SqliteSnapshot
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.registry import FRONTIER, GRAPH, LEXICAL
 from pmem.adapters.storage.backend import PgBackend, SqliteBackend, open_backend
@@ -282,8 +282,7 @@ def _backup_to(source: str, tmp: str) -> int:
         check = dst.execute("PRAGMA integrity_check").fetchone()[0]
         if check != "ok":
             raise StoreUnavailable(f"the backup of {source} fails integrity_check: {check}")
-        row = dst.execute("SELECT MAX(rowid) FROM stored_events").fetchone()
-        return int(row[0] or 0)
+        return int(dst.execute(SQLITE.log.last_index()).fetchone()[0])
     finally:
         dst.close()
         src.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -96,11 +98,8 @@ def test_a_forget_leaves_no_chain_row_of_the_cell(store: pmem.Store) -> None:
 def _drop_state(store: pmem.Store) -> None:
     """Empty the state tables, as a store written before them had none."""
     recorder = store.log_store.recorder
-    on_sqlite = hasattr(recorder, "_tx")
-    with recorder._tx(commit=True) if on_sqlite else recorder._cursor(commit=True) as c:
-        tables = ["pmem_chain", "pmem_cells"] if on_sqlite else [recorder.chain_table.as_string(c),
-                                                                 recorder.cells_table.as_string(c)]
-        for table in tables:
+    with recorder._tx(commit=True) as c:
+        for table in (recorder.sql.chain, recorder.sql.cells, recorder.sql.state_at):
             c.execute(f"DELETE FROM {table}")
 
 
@@ -132,6 +131,68 @@ def test_the_previous_release_s_store_opens_with_its_state_built_and_reads_and_w
         got = store.apply([_op("accept", key, "fresh"), _op("revoke", key, None), _op("revoke", key, None)])
         assert [r.head for r in got] == _heads_folded_from_the_log(store, got)
         assert store.log_store.state_mismatches() == []
+
+
+@contextmanager
+def keeping_no_state(store: pmem.Store) -> Iterator[None]:
+    """Writes through ``store`` append their events as a release that keeps no cell state did."""
+    recorder = store.log_store.recorder
+    real = recorder.insert_rows
+    recorder.insert_rows = lambda rows, count, op_ids=(), keys=(), forgetting=None, states=None: real(
+        rows, count, op_ids, keys, forgetting)
+    try:
+        yield
+    finally:
+        recorder.insert_rows = real
+
+
+def _kept_heads(store: pmem.Store, ops: list[Operation]) -> list[object]:
+    got = store.apply(ops)
+    assert [r.head for r in got] == _heads_folded_from_the_log(store, got)
+    return [r.head for r in got]
+
+
+def test_events_appended_without_the_state_are_noticed_on_open_and_the_state_rebuilt(db: str) -> None:
+    with pmem.open(db) as store:
+        store.apply(_long_history(12) + [_op("accept", "b", "b0")])
+    with pmem.open(db) as old, keeping_no_state(old):
+        old.apply([_op("accept", "a", "late"), _op("revoke", "b", None), _op("accept", "c", "c0")])
+        position, last = old.log_store.state_position()
+        assert (position, last) == (13, 16)  # the state stays where the last write that kept it left it
+    with pmem.open(db) as store:
+        assert store.log_store.state_position() == (16, 16) and store.log_store.state_mismatches() == []
+        assert store.log_store.state_counts() == (3, 1)
+        assert _kept_heads(store, [_op("revoke", "a", None), _op("accept", "b", "b1"), _op("revoke", "c", None)]) == [
+            pmem.Head("v11", "active"), pmem.Head("b1", "active"), None]
+
+
+def test_a_write_after_one_that_kept_no_state_leaves_the_state_behind_and_a_reopen_rebuilds_it(db: str) -> None:
+    with pmem.open(db) as store, pmem.open(db) as old:
+        store.apply([_op("accept", "a", "a0"), _op("accept", "b", "b0")])
+        with keeping_no_state(old):
+            old.apply([_op("accept", "b", "b1")])
+        store.apply([_op("accept", "a", "a1")])  # another cell: no conflict, but the state is not the log's
+        assert store.log_store.state_position() == (2, 4)
+    with pmem.open(db) as store:
+        assert store.log_store.state_position() == (4, 4) and store.log_store.state_mismatches() == []
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_open_store_writing_a_cell_another_release_wrote_rebuilds_the_state_and_decides_on_the_log(
+        db: str, streamed: bool) -> None:
+    with pmem.open(db) as store, pmem.open(db) as old:
+        store.apply(_long_history(5))  # cached in this store, and in the state table
+        with keeping_no_state(old):
+            old.apply([_op("accept", "a", "late"), _op("accept", "a", "later")])
+        ops = [_op("revoke", "a", None), _op("revoke", "a", None)]
+        if streamed:
+            got: list[pmem.Receipt] = []
+            store.log_store.execute_stream([ops], got.extend)
+        else:
+            got = store.apply(ops)
+        assert [r.head for r in got] == _heads_folded_from_the_log(store, got) == [
+            pmem.Head("late", "active"), pmem.Head("v4", "active")]
+        assert store.log_store.state_position() == (9, 9) and store.log_store.state_mismatches() == []
 
 
 @pytest.mark.parametrize("rows", [1, 3])

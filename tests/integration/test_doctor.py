@@ -17,13 +17,14 @@ import pytest
 
 import pmem
 from pmem.adapters.readmodels.heartbeat import DbHeartbeat
+from pmem.domain.keys import cell_id
 from tests.conftest import ROOT
 from tests.e2e.test_cli import error, lines, ok
 from tests.e2e.test_cli import pmem as run_pmem
 from tests.reliability.test_storage_failures import remount, tmpfs
 
-CHECKS = ["integrity", "event_indices", "projections", "shadow_tables", "workers", "rebuild_workers", "lag", "stopped",
-          "key_edition"]
+CHECKS = ["integrity", "event_indices", "cell_state", "projections", "shadow_tables", "workers", "rebuild_workers",
+          "lag", "stopped", "key_edition"]
 EDITION1 = ROOT / "tests" / "data" / "edition1_store" / "store.sqlite3"
 
 
@@ -88,6 +89,25 @@ def test_a_tampered_projection_row_fails_the_sample_naming_the_key_and_a_rebuild
     ok(db, "rebuild", "--projection", "frontier")
     code, checks = doctor(db)
     assert code == 0 and failed(checks) == []
+
+
+def test_a_damaged_cell_state_row_fails_naming_the_cell_and_the_named_reset_repairs_it(db: str) -> None:
+    filled(db, 3)  # 3 cells: the sample draws every one of them through the log
+    damaged = cell_id("default", "k1").hex
+    with pmem.open(db) as store:
+        store.projection_db.execute("UPDATE pmem_cells SET revision = revision + 1 WHERE cell_id = ?", (damaged,))
+    code, checks = doctor(db)
+    assert code == 1 and failed(checks) == ["cell_state"]
+    assert checks["cell_state"]["detail"].endswith(f"differs from a fold of their events (cell ids {damaged})")
+    fix = checks["cell_state"]["fix"]
+    assert '.pmem_state_at' in fix if db.startswith("postgresql") else fix.startswith(f'sqlite3 {db} "DELETE FROM')
+    with pmem.open(db) as store:  # what the fix runs
+        store.projection_db.execute("DELETE FROM pmem_state_at")
+    ok(db, "stats")
+    code, checks = doctor(db)
+    assert code == 0 and failed(checks) == []
+    assert checks["cell_state"]["detail"] == ("the cell state reflects the log up to index 10; "
+                                              "3 sampled cells match a fold of their events")
 
 
 @pytest.mark.parametrize("lost", [(40, 41), (1,), (91,)])
