@@ -1,24 +1,26 @@
 """The full rebuild of the frontier tables on SQLite: the log split by cell id, folded on every core.
 
 The cells are split into ranges of cell id (ids are uniform hex, so the ranges hold about as many
-events each): one range per ``rebuild_chunk`` events of the log, and at least one per worker. A range
-is read in one query (:func:`pmem.adapters.eventstore.stored_log.range_rows`: a scan of the table while
-there are few ranges, the (cell, revision) index past ``SCAN_RANGES``), its rows grouped by cell in
-memory (grouping is cheaper than sorting), folded cell by cell
+events each): one range per ``rebuild_chunk`` events of the log, as many for each process. A range is
+read in one query streamed from its cursor (:func:`read_range`): a scan of the table while there are
+few ranges, its rows grouped by cell in memory (grouping is cheaper than sorting), or past
+``SCAN_RANGES`` the (cell, revision) index, its rows taken a cell at a time as they come
+(:func:`by_cell`). Either way the rows a process holds are bounded, whatever the length of the log:
+a range's (``rebuild_chunk`` events) or one cell's. Each cell is folded
 (:func:`pmem.projections.frontier_rebuild.fold_cell`: final rows only) and written in primary-key
 order with multi-row ``INSERT`` statements (the driver's cost is per statement, not per row).
 
-A range is written in pieces of whole cells (``PIECE_EVENTS``), each in a write transaction of its
-own (:func:`fold_ranges`). With more than one worker, the calling process folds the first share of
-the ranges and ``workers - 1`` new processes fold the others, every process writing into the shadow
-tables. SQLite has one writer at a time and its lock is not fair (a waiter sleeps through the
-other's transactions), so a process that still has cells to fold only tries the lock and otherwise
-queues the piece and folds the next; one that has folded everything writes its queue and, while
-another holds the lock, checkpoints the WAL (:func:`checkpointer`). The workers are new interpreters
-(``python -P -m pmem.adapters.readmodels.parallel_rebuild JOB``): a forked child would inherit the
-caller's SQLite connections and locks, and ``multiprocessing``'s spawn would run the caller's main
-script again. The cyclic garbage collector is off while a rebuild runs (:func:`no_gc`). The
-measurements behind each of these choices, and the designs they ruled out, are in
+A range is written in pieces of whole cells (``PIECE_EVENTS``), each in a write transaction of its own
+(:func:`fold_ranges`); a process holds at most ``MAX_QUEUED`` folded pieces. With more than one worker,
+the calling process folds the first share of the ranges and ``workers - 1`` new processes fold the
+others, every process writing into the shadow tables. SQLite has one writer at a time and its lock is
+not fair (a waiter sleeps through the other's transactions), so a process that still has cells to fold
+only tries the lock and otherwise queues the piece and folds the next; one that has folded everything
+writes its queue and, while another holds the lock, checkpoints the WAL (:func:`checkpointer`). The
+workers are new interpreters (``python -P -m pmem.adapters.readmodels.parallel_rebuild JOB``): a forked
+child would inherit the caller's SQLite connections and locks, and ``multiprocessing``'s spawn would run
+the caller's main script again. The cyclic garbage collector is off while a rebuild runs
+(:func:`no_gc`). The measurements behind each of these choices, and the designs they ruled out, are in
 docs/projections.md.
 
 A worker dies with the process that started it (:func:`die_with_parent`): its stdin is a pipe the
@@ -39,9 +41,10 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, groupby
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -50,14 +53,14 @@ from pmem.adapters.eventstore import codec
 from pmem.adapters.eventstore.gc_pause import no_gc
 from pmem.adapters.eventstore.sealing import SEALED, Keyring, open_with
 from pmem.adapters.eventstore.stored_log import (
-    EVENTS_TABLE,
+    SCAN_RANGES,
     CellRange,
     RawRow,
     range_keys,
-    range_rows,
     read_only,
     select_keys,
 )
+from pmem.adapters.eventstore.stored_log import SQL as LOG_SQL
 from pmem.adapters.readmodels import screening
 from pmem.adapters.storage.projection_db import ProjectionDb
 from pmem.domain.errors import ProjectionStopped, StoreUnavailable
@@ -65,7 +68,8 @@ from pmem.projections.frontier import TABLES
 from pmem.projections.frontier_rebuild import CellRows, StoredEvent, fold_cell
 
 LOCK_TIMEOUT = 60.0  # seconds a worker waits for the write lock (as the projection's own connection)
-PIECE_EVENTS = 50_000  # events folded per write transaction (a range is read at once, written in pieces)
+PIECE_EVENTS = 20_000  # events folded per write transaction (a range is written in pieces)
+MAX_QUEUED = 2  # folded pieces a process holds while another writes; past them it waits for the write lock
 PARAMETERS_PER_STATEMENT = 900  # under SQLite's old limit of 999 bound parameters per statement
 PR_SET_PDEATHSIG = 1  # prctl(2) option (linux/prctl.h): the signal a process gets when its parent exits
 ORPHANED = 3  # exit status of a worker that found its parent gone (no one reads it: the parent is gone)
@@ -77,26 +81,18 @@ def cell_ranges(count: int) -> list[CellRange]:
     return [(lo, hi) for lo, hi in zip(["", *bounds[1:]], [*bounds[1:], None], strict=True)]
 
 
-def fold_pieces(rows: list[RawRow], piece: int, keys: Any = None) -> Iterator[CellRows]:
-    """The final rows of the cells whose stored rows these are (each cell's in revision order, the
-    cells in any order: grouping them costs a third of sorting them), in primary-key order, in pieces
-    of whole cells and at least ``piece`` events (the last one smaller). A cell's stored rows are let
-    go once it is folded."""
-    cells: dict[str, list[RawRow]] = {}
-    for row in rows:
-        found = cells.get(row[1])
-        if found is None:
-            cells[row[1]] = [row]
-        else:
-            found.append(row)
+def fold_pieces(rows: Iterable[RawRow], piece: int, keys: Any = None, in_cell_order: bool = False
+                ) -> Iterator[CellRows]:
+    """The final rows of the cells whose stored rows these are (each cell's in revision order), in
+    primary-key order, in pieces of whole cells and at least ``piece`` events (the last one smaller).
+    A cell's stored rows are let go once it is folded (:func:`by_cell`)."""
     decode = _decoder(keys)
     out = CellRows()
-    for cid in sorted(cells):
-        rows = cells.pop(cid)
+    for cid, cell_rows in by_cell(rows, in_cell_order):
         try:
-            fold_cell(cid, decode(rows), out)
+            fold_cell(cid, decode(cell_rows), out)
         except Exception as e:
-            raise _unappliable(rows, e, keys) from e
+            raise _unappliable(cell_rows, e, keys) from e
         finally:
             if keys is not None:
                 keys.drop((cid,))  # its cipher (a rebuild folds a cell once): the cache stays small
@@ -105,6 +101,42 @@ def fold_pieces(rows: list[RawRow], piece: int, keys: Any = None) -> Iterator[Ce
             out = CellRows()
     if out.events:
         yield out
+
+
+def by_cell(rows: Iterable[RawRow], in_cell_order: bool = False) -> Iterator[tuple[str, list[RawRow]]]:
+    """Each cell's id and stored rows, the cells in id order. Rows read in cell order (through the
+    log's (cell, revision) index) are taken a cell at a time as they come: only that cell's are held.
+    Rows in any other order (a scan in storage order) are all grouped in memory first (grouping costs
+    a third of sorting), and each cell's let go once taken."""
+    if in_cell_order:
+        last = ""
+        for cid, group in groupby(rows, itemgetter(1)):
+            if cid <= last:
+                raise RuntimeError(f"the rows of cell {cid} were read out of cell order")
+            last = cid
+            yield cid, list(group)
+        return
+    cells: dict[str, list[RawRow]] = {}
+    for row in rows:
+        found = cells.get(row[1])
+        if found is None:
+            cells[row[1]] = [row]
+        else:
+            found.append(row)
+    for cid in sorted(cells):
+        yield cid, cells.pop(cid)
+
+
+def read_range(conn: sqlite3.Connection, cells: CellRange, stop: int, ranges: int) -> Iterator[RawRow]:
+    """The stored rows with index ``<= stop`` of a range of cells (one of ``ranges``), streamed from the
+    cursor rather than fetched at once, so that rows read in cell order are held a cell at a time."""
+    return iter(conn.execute(*LOG_SQL.log.range_rows(cells, stop, ranges)))
+
+
+def in_cell_order(ranges: int) -> bool:
+    """Whether a log read in ``ranges`` ranges is read in cell order (through the index, past
+    :data:`SCAN_RANGES`: :meth:`pmem.adapters.eventstore.log_sql.EventQueries.range_rows`)."""
+    return ranges > SCAN_RANGES
 
 
 def fold_rows(rows: list[RawRow], keys: Any = None) -> CellRows:
@@ -134,34 +166,43 @@ def write_rows(conn: ProjectionDb | sqlite3.Connection, out: CellRows, suffix: s
             insert_rows(conn, table + suffix, table, rows)
 
 
-def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], list[RawRow]],
+def fold_ranges(ranges: Sequence[CellRange], read: Callable[[CellRange], Iterable[RawRow]],
                 write: Callable[[CellRows, float], bool], piece: int = PIECE_EVENTS,
                 done: Callable[[int], Any] = lambda events: None,
-                idle: Callable[[], bool] = lambda: False, keys: Any = None) -> int:
+                idle: Callable[[], bool] = lambda: False, keys: Any = None, ordered: bool = False) -> int:
     """Fold each range's rows (``read``) in pieces of at least ``piece`` events and write the pieces in
     order with ``write(rows, wait)``, which gives up (False) when another process holds the write
     lock for ``wait`` seconds. While folding, a write does not wait: the piece stays queued and the
     next one folds, so a process never sleeps on the lock while it has work. Once everything is
     folded, the queue is written; while another process holds the lock, ``idle`` runs first (a
     checkpoint of the WAL, :func:`checkpointer`), again while it says so, and then the write waits.
-    ``done`` gets each piece's event count once it is written. ``keys``: the keyring sealed fields are
-    opened with (``read`` caches the range's keys in it). Returns the events folded."""
+    A process holds at most :data:`MAX_QUEUED` pieces: past them it waits for the lock while folding
+    too. ``done`` gets each piece's event count once it is written. ``keys``: the keyring sealed fields
+    are opened with (``read`` caches the range's keys in it). ``ordered``: ``read`` gives the rows in
+    cell order (:func:`by_cell`). Returns the events folded."""
     events = 0
     queue: deque[CellRows] = deque()
     for cells in ranges:
-        for out in fold_pieces(read(cells), piece, keys):
+        for out in fold_pieces(read(cells), piece, keys, ordered):
             queue.append(out)
             events += out.events
             while queue and write(queue[0], 0.0):
+                done(queue.popleft().events)
+            if len(queue) > MAX_QUEUED:  # folded rows held in memory: bounded, so wait for the lock
+                _write_waiting(queue[0], write)
                 done(queue.popleft().events)
     while queue:
         if not write(queue[0], 0.0):
             if idle():
                 continue
-            if not write(queue[0], LOCK_TIMEOUT):
-                raise sqlite3.OperationalError(f"database is locked: no write lock within {LOCK_TIMEOUT:.0f} s")
+            _write_waiting(queue[0], write)
         done(queue.popleft().events)
     return events
+
+
+def _write_waiting(out: CellRows, write: Callable[[CellRows, float], bool]) -> None:
+    if not write(out, LOCK_TIMEOUT):
+        raise sqlite3.OperationalError(f"database is locked: no write lock within {LOCK_TIMEOUT:.0f} s")
 
 
 def write_piece(conn: sqlite3.Connection, out: CellRows, suffix: str, wait: float) -> bool:
@@ -209,16 +250,16 @@ def fold_into_store(store: str, ranges: list[CellRange], stop: int, total: int, 
     dst = sqlite3.connect(store, isolation_level=None)
     keys = Keyring(store, lambda cells: select_keys(src, cells))
 
-    def read(cells: CellRange) -> list[RawRow]:
+    def read(cells: CellRange) -> Iterator[RawRow]:
         keys.absorb(range_keys(src, cells))
-        return range_rows(src, EVENTS_TABLE, cells, stop, total)
+        return read_range(src, cells, stop, total)
 
     try:
         dst.execute("PRAGMA synchronous=NORMAL")  # as the projection's own connection (WAL: no sync per commit)
         dst.execute("PRAGMA wal_autocheckpoint=0")
         with no_gc():
             return fold_ranges(ranges, read, lambda out, wait: write_piece(dst, out, suffix, wait), piece,
-                               idle=checkpointer(dst), keys=keys)
+                               idle=checkpointer(dst), keys=keys, ordered=in_cell_order(total))
     finally:
         src.close()
         dst.close()

@@ -18,11 +18,12 @@ import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from pmem.adapters.eventstore.gc_pause import no_gc
-from pmem.adapters.eventstore.stored_log import CellRange, RawRow
+from pmem.adapters.eventstore.stored_log import CellRange, RawRow, read_only
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels import screening
 from pmem.adapters.readmodels.parallel_rebuild import (
@@ -31,7 +32,9 @@ from pmem.adapters.readmodels.parallel_rebuild import (
     checkpointer,
     finish_worker,
     fold_ranges,
+    in_cell_order,
     pragmas,
+    read_range,
     split,
     start_worker,
     stop_workers,
@@ -46,8 +49,9 @@ from pmem.projections.replay import IndexedEvent
 
 BATCH_SIZE = 1_000
 MIN_PIECE_EVENTS = 5_000  # smallest rebuild piece: smaller ones start writing sooner, but each is a transaction
-REBUILD_CHUNK = 500_000  # events per range of cells a full rebuild reads into memory at once (one scan of the log)
+REBUILD_CHUNK = 50_000  # events per range of cells of a full rebuild: what it holds of the log at most
 PARALLEL_FROM = 200_000  # events from which a full rebuild spreads over processes (fewer do not repay starting them)
+REBUILD_CACHE_KIB = 2_000  # page cache while a rebuild fills (SQLite's default, a worker's): rows go in key order
 REBUILD_BATCH_SIZE = 10_000  # batch size of the incremental path's rebuild (no shadow tables)
 SHADOW = "__rebuild"  # how the name of every table a rebuild fills before swapping it in ends
 INDEXES = {
@@ -164,8 +168,9 @@ class FrontierProjection(TrackedProjection):
 
         A full rebuild folds the log by ranges of cell id, each range in memory and cell by cell
         (:mod:`projections.frontier_rebuild`, :mod:`pmem.adapters.readmodels.parallel_rebuild`), so it writes only the
-        final rows, in primary-key order, into shadow tables without secondary indexes, a range read at
-        once (``rebuild_chunk`` events) and written in pieces (``rebuild_piece`` events), each piece
+        final rows, in primary-key order, into shadow tables without secondary indexes, a range of
+        ``rebuild_chunk`` events streamed (at most that many held) and written in pieces
+        (``rebuild_piece`` events), each piece
         committed on its own so writers to the log are never held up for long; from ``parallel_from``
         events on, worker processes fold a share of the ranges each. One last
         transaction drops the old tables, renames the shadow ones, builds the views and indexes and
@@ -257,30 +262,51 @@ class FrontierProjection(TrackedProjection):
         tables, a transaction each (``raw``: this projection's connection)."""
         store = self._store_path()
         workers = self._workers(target, store)
-        ranges = cell_ranges(max(-(-target // self.rebuild_chunk), workers))
+        each = max(1, -(-target // (self.rebuild_chunk * workers)))  # ranges per process: as many for each
+        ranges = cell_ranges(each * workers)
         shares = split(ranges, workers)
         procs: list[Any] = []
         # the writers leave checkpoints to the process waiting for the lock (parallel_rebuild.checkpointer)
-        with pragmas(raw, wal_autocheckpoint=0, busy_timeout=None):
+        with pragmas(raw, wal_autocheckpoint=0, busy_timeout=None, cache_size=-REBUILD_CACHE_KIB):
             try:
                 # about 8 pieces per process, so writing starts early and the lock changes hands often
                 piece = min(self.rebuild_piece, max(MIN_PIECE_EVENTS, target // (8 * workers)))
                 procs = [start_worker(store, share, target, len(ranges), suffix, piece)
                          for share in shares[1:]]
-                folded = fold_ranges(shares[0], lambda cells: self._range(cells, target, len(ranges)),
-                                     lambda out, wait: write_piece(raw, out, suffix, wait), piece,
-                                     bar.update, checkpointer(raw), self.log.keys)
+                with self._range_reader(store, target, len(ranges)) as (read, ordered):
+                    folded = fold_ranges(shares[0], read, lambda out, wait: write_piece(raw, out, suffix, wait),
+                                         piece, bar.update, checkpointer(raw), self.log.keys, ordered)
                 for proc in procs:
                     folded += _advance(bar, finish_worker(proc))
             finally:
                 stop_workers(procs)
         return folded
 
-    def _range(self, cells: CellRange, stop: int, ranges: int) -> list[RawRow]:
-        """The stored rows of a range of cells, their data keys cached first."""
-        self.log.load_keys(cells)
-        rows: list[RawRow] = self.log.rows_of_cells(cells, stop, ranges)
-        return rows
+    @contextmanager
+    def _range_reader(self, store: str, stop: int, ranges: int
+                      ) -> Iterator[tuple[Callable[[CellRange], Iterable[RawRow]], bool]]:
+        """How this process reads a range of cells (their data keys cached first), and whether it reads
+        in cell order: a store file's rows are streamed from a read-only connection of their own, as a
+        worker's are (:func:`~pmem.adapters.readmodels.parallel_rebuild.read_range`); an in-memory
+        store's are fetched through the log."""
+        def fetched(cells: CellRange) -> Iterable[RawRow]:
+            self.log.load_keys(cells)
+            rows: list[RawRow] = self.log.rows_of_cells(cells, stop, ranges)
+            return rows
+
+        if not store:
+            yield fetched, False
+            return
+        src = read_only(store)
+
+        def streamed(cells: CellRange) -> Iterable[RawRow]:
+            self.log.load_keys(cells)
+            return read_range(src, cells, stop, ranges)
+
+        try:
+            yield streamed, in_cell_order(ranges)
+        finally:
+            src.close()
 
     def _workers(self, target: int, store: str) -> int:
         """Processes a rebuild of ``target`` events folds with: one for a small log or an in-memory

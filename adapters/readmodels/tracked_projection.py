@@ -5,16 +5,24 @@ A projection keeps one row in ``pmem_tracking``: its name, the index of the last
 the schema version of its rows. The position moves in the same transaction as the rows, so a crash or
 an error rolls both back and the next catch-up resumes from the last committed batch; a batch whose
 start no longer matches the stored position was applied by another process and is skipped.
+
+A read needs only its own namespace current: :meth:`TrackedProjection.catch_up_for` folds nothing when
+the events after the position belong to other namespaces (the rows of a namespace are folded from its
+events alone), and otherwise waits for ``fold_lock`` (which a server shares among the stores of its
+process) so that one of them folds while the others wait, bounded by the read's :class:`Until`.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
-from pmem.adapters.progress import Progress, silent
+from pmem.adapters.progress import Bar, Progress, silent
 from pmem.adapters.readmodels import screening
 from pmem.adapters.storage.projection_db import ProjectionDb, as_db
 from pmem.domain.errors import StoreUnavailable
@@ -23,6 +31,53 @@ from pmem.projections.replay import IndexedEvent
 TRACKING = "pmem_tracking"
 WRITE_LOCK = "projections"
 REBUILD_BATCH_SIZE = 20_000  # events per transaction of a rebuild's replay
+# New rows after the position a read looks through for its namespace (about 10 µs a row, a fiftieth of
+# folding it); a longer lag is folded without looking: nothing keeps the projection current then.
+PENDING_SCAN = 10_000
+
+
+class Until(Protocol):
+    """When a read must stop (a server's request deadline): ``left`` seconds, and ``check``, which
+    raises once none are left, naming ``what`` was not done."""
+
+    def left(self) -> float: ...
+
+    def check(self, what: str) -> None: ...
+
+
+class NoLimit:
+    """No deadline: a read outside a server."""
+
+    def left(self) -> float:
+        return math.inf
+
+    def check(self, what: str) -> None:
+        pass
+
+
+NO_LIMIT = NoLimit()
+
+
+def bounded(progress: Progress, until: Callable[[], Until]) -> Progress:
+    """``progress``, checking the deadline ``until()`` gives as each catch-up starts and after each batch
+    it commits: past it the catch-up stops between batches, its position where the last one left it."""
+    def make(description: str, total: int) -> Bar:
+        until().check(f"projection {description} was not caught up")
+        return _BoundedBar(progress(description, total), until, description)
+    return make
+
+
+class _BoundedBar:
+    def __init__(self, bar: Bar, until: Callable[[], Until], description: str) -> None:
+        self.bar, self.until, self.description = bar, until, description
+
+    def update(self, n: int = 1) -> object:
+        self.bar.update(n)
+        self.until().check(f"projection {self.description} was caught up part of the way")
+        return None
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 class _Unappliable(Exception):
@@ -58,6 +113,11 @@ class TrackedProjection:
         self._cached_at = 0  # the position the projector's cached cells correspond to
         self._whole = False  # the projector holds every cell of the log up to _cached_at (see rebuild)
         self._batch_before = batch_size  # the catch-up batch size a rebuild restores
+        self.fold_lock = threading.Lock()  # held while a read folds; a server shares one per process
+        # pending_in's memory: (index, namespace) of the log's rows after _after_from up to _after_to, and
+        # how many rows each namespace has among them
+        self._after: tuple[deque[tuple[int, str | None]], Counter[str | None]] = (deque(), Counter())
+        self._after_from = self._after_to = 0
         try:
             self.create_tables()
         except self.conn.errors as e:
@@ -122,6 +182,48 @@ class TrackedProjection:
         finally:
             bar.close()
         return applied
+
+    def catch_up_for(self, namespace: str, as_of: int | None = None, until: Until = NO_LIMIT,
+                     progress: Progress = silent) -> int:
+        """Catch up as far as a read of ``namespace`` as of ``as_of`` (None: now) needs: not at all when
+        no event of that namespace lies after the position (:meth:`pending_in`), else to the end of the
+        log, under ``fold_lock``: a read that finds another folding waits for it, then finds little or
+        nothing left. Waiting ends at ``until``. Returns the events applied."""
+        last = self.log.last_index()
+        if not self.pending_in(namespace, last if as_of is None else min(as_of, last)):
+            return 0
+        while not self.fold_lock.acquire(timeout=min(until.left(), threading.TIMEOUT_MAX)):
+            until.check(f"projection {self.name} was not caught up (another request was folding it)")
+        try:
+            return self.catch_up(last, progress)
+        finally:
+            self.fold_lock.release()
+
+    def pending_in(self, namespace: str, target: int) -> bool:
+        """Whether an event of ``namespace`` may lie after the position, up to ``target``: one whose row
+        names it, or names none that can be read (it may be any namespace's). The namespaces of the rows
+        after the position are kept, so a read looks only at rows added since the last one; more than
+        :data:`PENDING_SCAN` new rows count as True without a look."""
+        position = self.position()
+        if position >= target:
+            return False
+        rows, counts = self._after
+        if position < self._after_from:  # the projection went back (a rebuild): start again
+            rows.clear()
+            counts.clear()
+            self._after_to = position
+        while rows and rows[0][0] <= position:  # folded since: no longer pending
+            counts[rows.popleft()[1]] -= 1
+        self._after_from, self._after_to = position, max(self._after_to, position)
+        if target > self._after_to:
+            if target - self._after_to > PENDING_SCAN:
+                return True
+            for index, _, _, _, state in self.log.rows(self._after_to + 1, target, target - self._after_to):
+                ns = screening.row_namespace(state)
+                rows.append((index, ns))
+                counts[ns] += 1
+            self._after_to = target
+        return counts[namespace] > 0 or counts[None] > 0
 
     def _screened_batch(self, start: int, stop: int) -> tuple[list[IndexedEvent], int]:
         """The events ``start+1..stop`` this projection can apply, and where the batch ends: before the

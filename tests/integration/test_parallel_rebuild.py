@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import pmem
 from pmem.adapters.eventstore.stored_log import EVENTS_TABLE, SCAN_RANGES, range_rows
-from pmem.adapters.readmodels.parallel_rebuild import cell_ranges, fold_ranges, fold_rows, split
+from pmem.adapters.readmodels import parallel_rebuild
+from pmem.adapters.readmodels.parallel_rebuild import by_cell, cell_ranges, fold_ranges, fold_rows, split
 from pmem.adapters.readmodels.sqlite_projection import TRACKING
 from pmem.domain.errors import ProjectionStopped
 from pmem.projections.frontier_rebuild import CellRows
@@ -21,7 +22,7 @@ from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables,
 
 def pragmas(conn: sqlite3.Connection) -> list[Any]:
     return [conn.execute(f"PRAGMA {name}").fetchone()[0]
-            for name in ("secure_delete", "busy_timeout", "wal_autocheckpoint", "synchronous")]
+            for name in ("secure_delete", "busy_timeout", "wal_autocheckpoint", "synchronous", "cache_size")]
 
 
 @pytest.mark.parametrize(("workers", "chunk", "piece"), [(2, 100, 1 << 20), (3, 40, 7), (2, 9, 3), (2, 400, 25)])
@@ -96,17 +97,27 @@ def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next
 @given(lock=st.lists(st.booleans(), min_size=1, max_size=30), idle=st.lists(st.booleans(), max_size=10),
        piece=st.integers(1, 60), ranges=st.integers(1, 5))
 def test_pieces_queued_while_the_lock_is_taken_are_all_written_once_in_order(
-        logged: tuple[Path, list[Any]], lock: list[bool], idle: list[bool], piece: int, ranges: int) -> None:
+        logged: tuple[Path, list[Any]], monkeypatch: pytest.MonkeyPatch, lock: list[bool], idle: list[bool],
+        piece: int, ranges: int) -> None:
     """``fold_ranges`` against a lock that comes and goes (``lock``, cycled: whether a try gets it) and
     an idle task that asks to run again or not (``idle``): every piece is written exactly once, in
     primary-key order, the rows are those of folding everything at once, a write only waits once
-    everything is folded and the idle task has said to stop, and ``done`` counts every event."""
+    everything is folded and the idle task has said to stop, or when more than ``MAX_QUEUED`` folded
+    pieces are held (never more than one over), and ``done`` counts every event."""
     db_path, rows = logged
     tries = iter(lock * 1000)
     idles = iter(idle)
     written: list[CellRows] = []
     calls: list[str] = []
     counted: list[int] = []
+    fold = parallel_rebuild.fold_pieces
+
+    def counted_fold(*args: Any) -> Any:
+        for out in fold(*args):
+            calls.append("fold")
+            yield out
+
+    monkeypatch.setattr(parallel_rebuild, "fold_pieces", counted_fold)
 
     def write(out: CellRows, wait: float) -> bool:
         got = wait > 0 or next(tries)
@@ -130,8 +141,40 @@ def test_pieces_queued_while_the_lock_is_taken_are_all_written_once_in_order(
     for out in written:
         merged.extend(out)
     assert merged.rows == fold_rows(rows).rows  # every row once, in primary-key (cell id) order
+    held = [calls[:i].count("fold") - calls[:i].count("write False True") - calls[:i].count("write True True")
+            for i in range(len(calls) + 1)]
+    assert max(held) <= parallel_rebuild.MAX_QUEUED + 1
     waited = [i for i, c in enumerate(calls) if c.startswith("write True")]
-    assert all(calls[i - 1] == "idle" for i in waited)  # a write waits only after the idle task said stop
+    # a write waits only after the idle task said stop, or while too many folded pieces are held
+    assert all(calls[i - 1] == "idle" or held[i] > parallel_rebuild.MAX_QUEUED for i in waited)
+
+
+def test_rows_read_in_cell_order_are_taken_a_cell_at_a_time(logged: tuple[Path, list[Any]]) -> None:
+    """Rows read through the index (past SCAN_RANGES ranges) are grouped as they stream in: when a cell
+    is taken, no row past the next cell's first has been read; the cells are those grouped in memory
+    from a scan; rows out of cell order are an error, not a cell folded twice."""
+    db_path, rows = logged
+    ranges = SCAN_RANGES + 1
+    conn = sqlite3.connect(db_path)
+    try:
+        ordered = [r for cells in cell_ranges(ranges) for r in range_rows(conn, EVENTS_TABLE, cells, 1 << 62, ranges)]
+    finally:
+        conn.close()
+    read = 0
+
+    def stream() -> Any:
+        nonlocal read
+        for row in ordered:
+            read += 1
+            yield row
+
+    taken = []
+    for cid, cell_rows in by_cell(stream(), in_cell_order=True):
+        taken.append((cid, cell_rows))
+        assert read <= sum(len(r) for _, r in taken) + 1
+    assert taken == list(by_cell(rows)) and len(taken) > 1
+    with pytest.raises(RuntimeError, match="out of cell order"):
+        list(by_cell(reversed(ordered), in_cell_order=True))
 
 
 @pytest.fixture(scope="module")

@@ -362,13 +362,17 @@ def test_an_error_inside_a_batch_rolls_back_its_rows_with_the_position_and_the_n
 
 
 class LogBreaksAfter:
-    """The real log, whose read of ranges of cells raises after ``n`` ranges (a crash mid-rebuild)."""
+    """The real log, which raises as the rebuild is about to read its range after ``n`` (a crash
+    mid-rebuild): the keys of each range are loaded through the log just before its rows are read."""
 
     def __init__(self, log: Any, n: int) -> None:
         self.log, self.n, self.reads = log, n, 0
         self.keys = log.keys  # the data keys sealed fields open with
 
     def load_keys(self, cells: Any) -> None:
+        if self.reads == self.n:
+            raise RuntimeError("interrupted mid-rebuild")
+        self.reads += 1
         self.log.load_keys(cells)
 
     def last_index(self) -> int:
@@ -381,9 +385,6 @@ class LogBreaksAfter:
         return self.log.rows(start, stop, limit)
 
     def rows_of_cells(self, cells: Any, stop: int, ranges: int) -> Any:
-        if self.reads == self.n:
-            raise RuntimeError("interrupted mid-rebuild")
-        self.reads += 1
         return self.log.rows_of_cells(cells, stop, ranges)
 
 

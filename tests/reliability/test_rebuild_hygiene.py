@@ -177,6 +177,13 @@ class StaleWorkerOnFirstRead:
         return self.log.keys
 
     def load_keys(self, cells: Any) -> None:
+        """Called just before the rebuilding process reads a range (its rows come from the file)."""
+        if self.stale is None:
+            self.stale = sqlite_projection.start_worker(self.db, [cells], self.last_index(), 1, self.suffix,
+                                                        self.piece)
+            self.stale.wait(START_TIMEOUT_S)  # stdin (the parent's pipe, where there is one) stays open
+            assert self.stale.stderr is not None
+            self.stale_err = self.stale.stderr.read()
         self.log.load_keys(cells)
 
     def rows(self, start: int, stop: int | None, limit: int) -> Any:
@@ -186,11 +193,6 @@ class StaleWorkerOnFirstRead:
         return self.log.indexed_events(start, stop)
 
     def rows_of_cells(self, cells: Any, stop: int, ranges: int) -> Any:
-        if self.stale is None:
-            self.stale = sqlite_projection.start_worker(self.db, [cells], stop, ranges, self.suffix, self.piece)
-            self.stale.wait(START_TIMEOUT_S)  # stdin (the parent's pipe, where there is one) stays open
-            assert self.stale.stderr is not None
-            self.stale_err = self.stale.stderr.read()
         return self.log.rows_of_cells(cells, stop, ranges)
 
 
