@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pmem.adapters.servers.keeping_current import KeepCurrent
 from pmem.adapters.servers.limits import RETRY_AFTER_S, Deadline, DeadlinePassed, LimitExceeded, Limits
 from pmem.adapters.servers.store_pool import ServedStore, StorePool
 from pmem.adapters.service.credentials import LocalOpening
@@ -20,6 +21,7 @@ from pmem.adapters.service.guarded import GuardedStore
 from pmem.domain.errors import (
     ConflictRetriesExhausted,
     Forbidden,
+    InvalidOperation,
     MissingExtra,
     PmemError,
     RetryConflict,
@@ -70,6 +72,7 @@ class Runtime:
         # an in-memory database is one per connection: its stores could not share it
         size = 1 if db == ":memory:" else self.limits.connections
         self.pool = StorePool(lambda: ServedStore(self.db, **self.settings), size)
+        self.current = KeepCurrent(self.pool.open_shared)  # folds other tenants' writes off the request path
         self.store: ServedStore | None = None  # the first store opened: open while the server is
         self.opening = LocalOpening()  # the --insecure-local opening, shut once a credential exists
         self._counting = threading.Lock()
@@ -77,8 +80,11 @@ class Runtime:
 
     def open(self) -> None:
         self.store = self.pool.start()
+        if self.pool.size > 1:  # not on an in-memory database, which another store could not see
+            self.current.start()
 
     def close(self) -> None:
+        self.current.stop()
         self.pool.close()
 
     def guarded(self, store: ServedStore, token: str | None) -> GuardedStore:
@@ -91,13 +97,17 @@ class Runtime:
     async def serve(self, token: str | None, work: Callable[[GuardedStore], Any], *, write: bool = False
                     ) -> Response:
         """:meth:`answer` on a worker thread, the event loop free meanwhile. Past the deadline a read is
-        answered 503 at once (its thread finishes on its own and its answer is dropped); a write is
-        awaited, since it checks the deadline itself before it commits and answers 503 if past it."""
+        answered 503 at once (its thread stops at its next check of the deadline and its answer is
+        dropped); a write is awaited, since it checks the deadline itself before it commits and answers
+        503 if past it, and then wakes the thread that keeps the projections current."""
         import anyio
 
         deadline = Deadline(self.limits.deadline_s)
         if write:
-            return await anyio.to_thread.run_sync(self.answer, token, work, deadline)
+            try:
+                return await anyio.to_thread.run_sync(self.answer, token, work, deadline)
+            finally:
+                self.current.nudge()
         with anyio.move_on_after(deadline.left()):
             return await anyio.to_thread.run_sync(self.answer, token, work, deadline, abandon_on_cancel=True)
         return error_response(DeadlinePassed(f"the request ran past the deadline of {deadline.seconds:g} s "
@@ -146,4 +156,7 @@ def error_response(e: PmemError) -> Response:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if isinstance(e, (ConflictRetriesExhausted, DeadlinePassed)):
         headers = {"Retry-After": str(RETRY_AFTER_S)}
-    return json_response({"error": e.kind, "detail": detail}, status, headers)
+    body: dict[str, Any] = {"error": e.kind, "detail": detail}
+    if isinstance(e, InvalidOperation):  # what a client needs to rebuild the same error: the field, the line
+        body.update({k: v for k, v in (("field", e.field), ("line", getattr(e, "line", None))) if v is not None})
+    return json_response(body, status, headers)

@@ -14,7 +14,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pmem.domain.errors import InvalidOperation, StoreUnavailable
+from pmem.domain.errors import DeadlinePassed as DeadlinePassed
+from pmem.domain.errors import InvalidOperation
+from pmem.domain.errors import LimitExceeded as LimitExceeded
 
 ENV_LIMITS = "PMEM_SERVE_LIMITS"  # the limits, as JSON, for the worker processes of a --workers N server
 RETRY_AFTER_S = 1
@@ -60,22 +62,6 @@ class Limits:
             raise LimitExceeded(f"{field} too long: {len(text)} characters, the limit is {self.question_chars} "
                                 "(--max-question)", 422, field)
         return text
-
-
-class LimitExceeded(InvalidOperation):
-    """A request asked for more than a limit of the server allows; nothing was done."""
-
-    kind = "limit exceeded"
-
-    def __init__(self, message: str, status: int, field: str) -> None:
-        super().__init__(message, field=field)
-        self.status = status
-
-
-class DeadlinePassed(StoreUnavailable):
-    """A request ran past the server's deadline: a write was not committed, a read was not answered."""
-
-    kind = "deadline passed"
 
 
 class Deadline:

@@ -92,8 +92,9 @@ class Tools:
              all_alternatives: Annotated[bool, Field(description="list every competing claim instead of "
                                                                  "counting the lower-trust ones")] = False,
              hops: Annotated[int, Field(ge=0, le=6, description="for a question that chains facts (the capital "
-                                                               "of the country of X): follow up to this many "
-                                                               "links from the entities it names")] = 0,
+                                                               "of the country of X): follow at least this many "
+                                                               "links from the entities it names, one per "
+                                                               "relation the question names")] = 0,
              iterative: Annotated[bool, Field(description="let the server's LLM plan up to 3 follow-up "
                                                           "lookups")] = False,
              dated: Annotated[bool, Field(description="cells: each fact after the day its current value was "

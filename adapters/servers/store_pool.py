@@ -4,7 +4,8 @@ parallel and no lock is held across a request's work. Writes are serialized wher
 the log itself (its write lock, the same one that orders several server processes).
 
 Stores are opened as they are first needed, up to the pool's size, and lent last-returned first, so a
-process answering one request at a time keeps using one warm store.
+process answering one request at a time keeps using one warm store. They share one lock per projection:
+when a read must fold events, one store folds them while the others wait for them.
 """
 
 from __future__ import annotations
@@ -23,12 +24,29 @@ from pmem.domain.views import Receipt
 
 class ServedStore(Store):
     """A store lent to one request at a time: its credentials, and its request's deadline, which a write
-    batch checks last, inside its transaction, so a batch past the deadline is rolled back whole."""
+    batch checks last, inside its transaction, so a batch past the deadline is rolled back whole, and a
+    read between its stages (each catch-up batch, a search's ranking and reading), so it stops soon
+    after its 503."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.credentials = Credentials(self.projection_db)
-        self.deadline: Deadline | None = None
+        self._deadline: Deadline | None = None
+        self._no_deadline = self._w.until
+
+    def share_folding(self, fold_locks: dict[str, threading.Lock]) -> None:
+        """Fold each projection under the lock ``fold_locks`` holds for it (the first store gives its own)."""
+        for name, projection in self.projections.items():
+            projection.fold_lock = fold_locks.setdefault(name, projection.fold_lock)
+
+    @property
+    def deadline(self) -> Deadline | None:
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, deadline: Deadline | None) -> None:
+        self._deadline = deadline
+        self._w.until = self._no_deadline if deadline is None else deadline
 
     def apply(self, operations: Iterable[Operation | Mapping[str, Any]]) -> list[Receipt]:
         deadline = self.deadline
@@ -50,7 +68,8 @@ class StorePool:
     """Up to ``size`` stores made by ``open_store``, each lent to one request at a time."""
 
     def __init__(self, open_store: Callable[[], ServedStore], size: int) -> None:
-        self._open, self.size = open_store, size
+        self._open_store, self.size = open_store, size
+        self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
         self._idle: list[ServedStore] = []
         self._all: list[ServedStore | _Opening] = []
         self._ready = threading.Condition()
@@ -82,7 +101,7 @@ class StorePool:
                 return self._idle.pop()
             self._all.append(placeholder := _Opening())
         try:
-            store = self._open()
+            store = self.open_shared()
         except BaseException:
             with self._ready:
                 self._all.remove(placeholder)
@@ -90,6 +109,14 @@ class StorePool:
             raise
         with self._ready:
             self._all[self._all.index(placeholder)] = store
+        return store
+
+    def open_shared(self) -> ServedStore:
+        """A store that folds each projection under the lock the pool's other stores use for it (so one
+        folds while the others wait: ``TrackedProjection.catch_up_for``); the pool does not count it
+        unless it lends it."""
+        store = self._open_store()
+        store.share_folding(self.fold_locks)
         return store
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from pmem.adapters.eventstore.stored_log import LazyLog, has_log
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.projection_reader import ProjectionReader
 from pmem.adapters.readmodels.sqlite_projection import PROJECTIONS
+from pmem.adapters.readmodels.tracked_projection import NO_LIMIT, Until
 from pmem.adapters.storage.backend import open_backend
 from pmem.adapters.storage.meta import key_edition, read_meta
 from pmem.domain.errors import InvalidOperation
@@ -117,6 +118,7 @@ class Wiring:
     key_edition_since: int | None = None  # the event index it holds from, for a migrated store (service.migrate)
     lock: threading.RLock = field(default_factory=threading.RLock)  # one projection connection
     vectors: VectorSearch | None = None  # built on the first search
+    until: Until = NO_LIMIT  # when a read must stop: a server's request deadline
 
     def vector_search(self) -> VectorSearch:
         if self.vectors is None:  # faiss and numpy load here, not when the CLI starts

@@ -1,7 +1,8 @@
 """The read use case: cells, histories, the frontier and the raw log, now or as of an event index.
 
-Reads are served by the frontier projection, caught up to the end of the log first (or by a fold of
-the log itself with ``reader="replay"``, the reference the projection is tested against)."""
+Reads are served by the frontier projection, caught up first as far as the namespace read needs (other
+namespaces' events are left to whoever reads them: ``TrackedProjection.catch_up_for``), or by a fold of
+the log itself with ``reader="replay"``, the reference the projection is tested against."""
 
 from __future__ import annotations
 
@@ -158,10 +159,10 @@ class Reads:
             return self.w.reader
         frontier = self.w.projections["frontier"]
         try:
-            frontier.catch_up(progress=self.w.progress)
+            frontier.catch_up_for(namespace, as_of, self.w.until, self.w.progress)
         except StoreUnavailable:
-            if not self.lags(frontier):
-                raise
+            if not self.lags(frontier) or not self.w.until.left():
+                raise  # a real failure, or the deadline: not a store that cannot be written
             return ReplayReader(LogRows(self.w.events))
         frontier.check_readable(namespace, as_of)
         return self.w.reader

@@ -63,6 +63,8 @@ def sign_in(page: Any, url: str, token: str) -> None:
 
 
 def current(page: Any) -> str:
+    page.wait_for_selector("#current-value, #notice.error")
+    assert page.locator("#notice.error").count() == 0, page.inner_text("#notice")  # what the page said
     return str(page.inner_text("#current-value"))
 
 

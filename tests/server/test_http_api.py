@@ -153,9 +153,10 @@ def test_bad_input_is_400_and_unknown_routes_404(served: Served) -> None:
                   c.post("/v1/read", json={"question": "q", "nonsense": 1}),
                   c.get("/v1/graph", params={"format": "dot"}), c.get("/v1/cells/x", params={"namespace": " "})):
             assert r.status_code == 400, (r.request.url, r.text)
-            assert set(r.json()) == {"error", "detail"}
+            assert {"error", "detail"} <= set(r.json()) <= {"error", "detail", "field", "line"}
         bad = c.post("/v1/ops", json=[{"op": "accept", "key": "ok", "value": "1"}, {"op": "nope", "key": "k"}])
         assert bad.status_code == 400 and bad.json()["detail"].startswith("line 2:")
+        assert (bad.json()["line"], bad.json()["field"]) == (2, "op")  # what a client rebuilds the error from
         assert c.get("/v1/cells/ok").json()["status"] == "empty"  # nothing of the batch was written
         r = c.get("/v1/nothing")
         assert r.status_code == 404 and r.json() == {"error": "not found", "detail": "no route GET /v1/nothing"}

@@ -64,6 +64,6 @@ def test_a_batch_whose_deadline_passes_before_its_commit_writes_nothing(pool: St
         with pytest.raises(DeadlinePassed, match="nothing was written"):
             store.apply(ops)
         assert deadline.checks == 2
+        store.deadline = Deadline(60)  # a read past the deadline is refused too
         assert store.last_index() == before and store.get("k0").value is None
-        store.deadline = Deadline(60)
         assert [r.applied for r in store.apply(ops)] == [True] * 20  # the same batch, resent in time

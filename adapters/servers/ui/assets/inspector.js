@@ -65,10 +65,16 @@ async function api(path, query) {
   if (ns) url.searchParams.set("namespace", ns);
   const headers = state.token ? {Authorization: `Bearer ${state.token}`} : {};
   let r;
-  try {
-    r = await fetch(url, {headers});
-  } catch (e) {
-    throw new ApiError(0, {error: "server unreachable", detail: `${e.message} (is pmem serve still running?)`});
+  // A busy server answers 503 with Retry-After and no effect: a read is safe to ask again, a few times.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      r = await fetch(url, {headers});
+    } catch (e) {
+      throw new ApiError(0, {error: "server unreachable", detail: `${e.message} (is pmem serve still running?)`});
+    }
+    if (r.status !== 503 || attempt >= 3) break;
+    const wait = Math.min(Number(r.headers.get("Retry-After")) || 1, 5);
+    await new Promise((done) => setTimeout(done, wait * 1000));
   }
   let body;
   try { body = await r.json(); } catch { body = {error: "unreadable answer", detail: r.statusText}; }

@@ -1,0 +1,178 @@
+"""A read pays only for its own namespace: on a real ``pmem serve`` (SQLite file and PostgreSQL) one
+tenant's ``get`` is answered while another tenant's batch is being folded, without folding it, and every
+read sees the writes acknowledged before it, whichever of the process's stores serves it. In process, on
+the stores a server lends: a read that must fold waits for another store folding the same events, and
+stops between batches once its deadline passes, leaving the projection at a batch's end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import pmem
+from pmem.adapters.readmodels.tracked_projection import WRITE_LOCK, tracked_position
+from pmem.adapters.servers.limits import Deadline, DeadlinePassed
+from pmem.adapters.servers.store_pool import ServedStore, StorePool
+from tests.server.http_servers import add_key, bearer, serving
+
+BIG = 5_000  # events another tenant writes: more than one catch-up batch, so folding them takes a while
+
+
+def _tokens(db: str) -> tuple[dict[str, str], dict[str, str]]:
+    with pmem.open(db, embedder="hashing") as store:
+        store.accept("secret", "b's value", namespace="b")
+        store.accept("office", "Lisbon", namespace="a")
+    a = add_key(db, "a", source="agent-a", max_trust=80)
+    b = add_key(db, "b", source="agent-b", max_trust=80)
+    return bearer(a["token"]), bearer(b["token"])
+
+
+def test_a_tenants_get_is_answered_while_another_tenants_batch_is_being_folded(db: str) -> None:
+    a, b = _tokens(db)
+    with serving(db, "--deadline", "60") as url, pmem.open(db, embedder="hashing") as outside:
+        assert httpx.get(f"{url}/v1/cells/secret", headers=b).json()["value"] == "b's value"
+        outside.apply([{"op": "accept", "key": f"k{i}", "value": f"v{i}", "namespace": "a"} for i in range(BIG)])
+        outside.accept("office", "Madrid", namespace="a")
+        with outside.projection_db.write(WRITE_LOCK):  # no process can fold anything until this ends
+            behind = outside.last_index() - tracked_position(outside.projection_db, "frontier")
+            got = httpx.get(f"{url}/v1/cells/secret", headers=b, timeout=30)
+            mine = InThread(f"{url}/v1/cells/office", a)  # tenant a's own read must wait for its batch
+            waiting = not mine.done.wait(1.0)
+            still = outside.last_index() - tracked_position(outside.projection_db, "frontier")
+        assert behind > 1_000 and still == behind  # the batch was being folded all along, and b folded none
+        assert got.status_code == 200 and got.json()["value"] == "b's value", got.text
+        assert waiting, "tenant a's read answered before its own batch was folded"
+        assert mine.done.wait(60) and mine.response is not None
+        assert mine.response.json()["value"] == "Madrid"  # read-your-writes: after the whole batch
+
+
+class InThread:
+    """A ``GET`` sent on a thread of its own; ``done`` once answered."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.response: httpx.Response | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._send, args=(url, headers), daemon=True).start()
+
+    def _send(self, url: str, headers: dict[str, str]) -> None:
+        try:
+            self.response = httpx.get(url, headers=headers, timeout=120)
+        finally:
+            self.done.set()
+
+
+def test_every_read_sees_the_writes_acknowledged_before_it_across_the_processs_stores(db: str) -> None:
+    a, _ = _tokens(db)
+    wrong: list[Any] = []
+
+    def writer_and_reader(n: int, url: str) -> None:
+        with httpx.Client(base_url=url, headers=a, timeout=60) as c:
+            for i in range(15):
+                wrote = c.post("/v1/ops", json=[{"op": "accept", "key": f"t{n}", "value": f"{n}-{i}"}])
+                got = c.get(f"/v1/cells/t{n}")
+                if wrote.status_code != 200 or got.json().get("value") != f"{n}-{i}":
+                    wrong.append((n, i, wrote.text, got.text))
+
+    with serving(db, "--connections", "4") as url:
+        threads = [threading.Thread(target=writer_and_reader, args=(n, url)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert wrong == []
+
+
+def test_the_server_folds_a_write_into_every_projection_without_a_read(db: str) -> None:
+    a, _ = _tokens(db)
+    with serving(db) as url, pmem.open(db, embedder="hashing") as outside:
+        wrote = httpx.post(f"{url}/v1/ops", headers=a, json=[{"op": "accept", "key": f"k{i}", "value": "v"}
+                                                             for i in range(100)])
+        assert wrote.status_code == 200, wrote.text
+        last, waited = outside.last_index(), time.monotonic() + 60
+        names = ("frontier", "graph", "lexical", "vectors")
+        while any(tracked_position(outside.projection_db, n) < last for n in names) and time.monotonic() < waited:
+            time.sleep(0.1)
+        assert {n: tracked_position(outside.projection_db, n) for n in names} == dict.fromkeys(names, last)
+
+
+@pytest.fixture
+def pool(db: str) -> Iterator[StorePool]:
+    with pmem.open(db, embedder="hashing") as store:
+        store.accept("secret", "b's value", namespace="b")
+    made = StorePool(lambda: ServedStore(db, embedder="hashing"), 2)
+    yield made
+    made.close()
+
+
+def _batch(namespace: str, n: int, tag: str = "v") -> list[dict[str, str]]:
+    return [{"op": "accept", "key": f"k{i}", "value": f"{tag}{i}", "namespace": namespace} for i in range(n)]
+
+
+def test_a_read_folds_nothing_of_another_namespace_and_all_of_its_own(pool: StorePool) -> None:
+    with pool.lend(Deadline(60)) as writer, pool.lend(Deadline(60)) as reader:
+        assert reader.get("secret", namespace="b").value == "b's value"
+        before = reader.frontier_projection.position()
+        writer.apply(_batch("a", 100))
+        assert reader.get("secret", namespace="b").value == "b's value"
+        assert reader.frontier_projection.position() == before  # a's batch is someone else's to fold
+        assert reader.get("k7", namespace="a").value == "v7"  # a's own read folds it
+        assert reader.frontier_projection.position() == reader.last_index()
+        assert reader.get("k7", namespace="a", as_of=before).status == "empty"
+
+
+def test_a_read_that_must_fold_waits_for_another_store_folding_and_only_until_its_deadline(
+        pool: StorePool) -> None:
+    with pool.lend(Deadline(60)) as writer:
+        writer.apply(_batch("b", 10))
+    with pool.fold_locks["frontier"]:  # another store of the process is folding
+        with pool.lend(Deadline(0.3)) as reader, pytest.raises(DeadlinePassed, match="another request"):
+            reader.get("k1", namespace="b")
+    with pool.lend(Deadline(60)) as reader:
+        assert reader.get("k1", namespace="b").value == "v1"
+
+
+class PassesAfterOneBatch(Deadline):
+    """A deadline met when the catch-up starts and passed once its first batch has committed."""
+
+    def __init__(self) -> None:
+        super().__init__(60)
+        self.checks = 0
+
+    def check(self, what: str) -> None:
+        self.checks += 1
+        if self.checks > 1:
+            self.at = 0
+        super().check(what)
+
+
+def test_a_catch_up_past_the_deadline_stops_between_batches_with_whole_batches_applied(pool: StorePool) -> None:
+    with pool.lend(Deadline(60)) as writer:
+        assert writer.get("secret", namespace="b").value == "b's value"  # caught up: k0..k99 follow
+        writer.apply(_batch("b", 100))
+    with pool.lend(PassesAfterOneBatch()) as reader:
+        frontier = reader.frontier_projection
+        frontier.batch_size = 30
+        start = frontier.position()
+        with pytest.raises(DeadlinePassed, match="part of the way"):
+            reader.get("k99", namespace="b")
+        assert frontier.position() == start + 30  # one whole batch, and nothing of the next
+    with pool.lend(Deadline(60)) as again:
+        assert again.get("k99", namespace="b").value == "v99"
+        assert again.get("k29", namespace="b", as_of=start + 30).value == "v29"  # k0 is event start + 1
+        assert again.get("k30", namespace="b", as_of=start + 30).status == "empty"
+
+
+def test_a_search_past_the_deadline_stops_before_reading_its_cells(pool: StorePool) -> None:
+    class PassesAfterRanking(Deadline):
+        def check(self, what: str) -> None:
+            if "cells were not read" in what:
+                self.at = 0
+            super().check(what)
+
+    with pool.lend(PassesAfterRanking(60)) as reader, pytest.raises(DeadlinePassed, match="cells were not read"):
+        reader.search("secret", namespace="b")
