@@ -36,7 +36,8 @@ def _check_next(args: Args) -> None:
 
 
 def _next(args: Args, store: Any) -> None:
-    found = store.what_next(args.k, previous=args.previous, as_of=args.as_of, system=args.system)
+    # One command, one answer: it waits for the scores to be current (only what changed is re-scored).
+    found = store.what_next(args.k, previous=args.previous, as_of=args.as_of, system=args.system, wait=None)
     _write(b"".join(json_line(p) for p in found))
 
 

@@ -1,23 +1,24 @@
 """The stored scores of ``pmem next``: what the graph projection keeps per entity, and the ranking read from it.
 
-:func:`score_rows` is the definition applied to one namespace's graph: PageRank and Louvain communities
-(:func:`pmem.adapters.graph.view.analyse`) and each candidate's score without the continuity bonus
-(:func:`pmem.projections.controller.recompute` with no previous pick). The graph projection stores these
-rows when a namespace's facts changed (docs/graph.md); :func:`ranked` turns the few rows a top-k query
-returns into proposals, adding the bonus of the previous pick's community with the same
-:func:`~pmem.projections.controller.score`, so a stored answer equals :func:`~pmem.adapters.graph.view.proposals`
-from scratch.
+:func:`score_rows` applies the definition to one namespace's graph: PageRank and communities
+(:func:`pmem.adapters.graph.communities.analysed`: from scratch, or carried on from the stored ones) and
+each candidate's score without the continuity bonus (:func:`pmem.projections.controller.recompute` with no
+previous pick). The graph projection's scorer stores these rows after a namespace's facts changed
+(docs/graph.md); :func:`ranked` turns the few rows a top-k query returns into proposals, adding the bonus
+of the previous pick's community with the same :func:`~pmem.projections.controller.score`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from pmem.projections.controller import rank, recompute, score
+from pmem.projections.controller import Node, rank, recompute, score
 from pmem.projections.graph import EntityGraph
+
+Stored = dict[str, tuple[float, int]]  # entity -> its stored PageRank and community
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,13 @@ class Scored:
     requires: str  # JSON list of its prerequisites
 
 
-def score_rows(g: EntityGraph) -> tuple[dict[str, Scored], float]:
-    """Every entity's row, and the candidate set's maximum importance (what each score is scaled by)."""
-    from pmem.adapters.graph.view import controller_nodes
+def score_rows(g: EntityGraph, stored: Stored | None = None) -> tuple[dict[str, Scored], float]:
+    """Every entity's row, and the candidate set's maximum importance (what each score is scaled by):
+    from scratch, or carried on from the ``stored`` PageRank and communities."""
+    from pmem.adapters.graph.communities import analysed
 
-    nodes = controller_nodes(g)
+    nodes = {v: Node(float(g.entities[v].importance), pr, comm, g.entities[v].confirmed)
+             for v, (pr, comm) in analysed(g, stored).items()}
     requires: dict[str, set[str]] = {}
     for a, b in g.prerequisites:
         if a != b:
@@ -56,11 +59,12 @@ def score_rows(g: EntityGraph) -> tuple[dict[str, Scored], float]:
     return rows, top
 
 
-def stored_values(g: EntityGraph) -> tuple[dict[str, tuple[Any, ...]], float]:
+def stored_values(g: EntityGraph, stored: Stored | None = None) -> tuple[dict[str, tuple[Any, ...]], float]:
     """What the graph projection stores (it takes this function, as it may not import this package):
     entity -> its row's values after ``entity``, and the maximum importance."""
-    rows, top = score_rows(g)
-    return {v: astuple(r)[1:] for v, r in rows.items()}, top
+    rows, top = score_rows(g, stored)
+    return {v: (r.importance, r.pagerank, r.community, r.base, r.text, r.kind, r.gap, r.requires)
+            for v, r in rows.items()}, top
 
 
 def ranked(rows: Iterable[tuple[Any, ...]], k: int, top: float, community: int | None,

@@ -13,7 +13,7 @@ import html
 from dataclasses import dataclass
 from typing import Any
 
-from pmem.domain.errors import MissingExtra
+from pmem.adapters.graph.communities import networkx
 from pmem.domain.views import History
 from pmem.projections.controller import Controller, Node
 from pmem.projections.graph import EntityGraph
@@ -31,51 +31,29 @@ class Drawing:
     edges: list[tuple[str, str, str]]
 
 
-def analyse(g: EntityGraph, seed: int = 0) -> dict[str, tuple[float, int]]:
-    """Entity -> (PageRank, Louvain community) over both edge families, undirected."""
-    nx = _networkx()
+def analyse(g: EntityGraph) -> dict[str, tuple[float, int]]:
+    """Entity -> (PageRank, community) over both edge families, undirected, from scratch: the definition
+    the stored scores are checked against (:mod:`pmem.adapters.graph.communities`)."""
+    from pmem.adapters.graph.communities import analysed
 
-    nxg = nx.Graph()
-    # In sorted order: Louvain's seeded result still depends on the order it meets nodes and edges, and
-    # a set of strings iterates in an order that changes with each process's hash seed.
-    nxg.add_nodes_from(sorted(g.entities))
-    nxg.add_edges_from(sorted(g.prerequisites | g.associations))
-    if nxg.number_of_nodes() == 0:
-        return {}
-    rank = pagerank(nxg)
-    out: dict[str, tuple[float, int]] = {}
-    for i, members in enumerate(sorted(nx.community.louvain_communities(nxg, seed=seed), key=min)):
-        for v in members:
-            out[v] = (float(rank[v]), i)
-    return out
+    return analysed(g)
 
 
 def pagerank(nxg: Any, alpha: float = 0.85, tol: float = 1e-10, max_iter: int = 200) -> dict[str, float]:
-    """PageRank by power iteration over the edge list (``nx.pagerank`` would need scipy, which P-Mem does
-    not install, and networkx's dense Google matrix costs n x n: gigabytes at 10,000 entities). The
-    same iteration as that matrix's: a dangling node's rank spreads evenly, teleport is uniform."""
+    """PageRank of a networkx graph by power iteration over its edge list (``nx.pagerank`` would need scipy,
+    which P-Mem does not install, and networkx's dense Google matrix costs n x n: gigabytes at 10,000
+    entities). The same iteration as that matrix's; a self-loop counts once."""
     import numpy as np
 
+    from pmem.adapters.graph.communities import power_iteration
+
     nodes = list(nxg)
-    if not nodes:
-        return {}
     at = {v: i for i, v in enumerate(nodes)}
-    pairs = [(at[a], at[b]) for a, b in nxg.edges()]
-    ends = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    ends = np.array([(at[a], at[b]) for a, b in nxg.edges()], dtype=np.int64).reshape(-1, 2)
     loops = ends[:, 0] == ends[:, 1]
     src = np.concatenate([ends[:, 0], ends[~loops, 1]])  # an undirected edge both ways, a self-loop once
     dst = np.concatenate([ends[:, 1], ends[~loops, 0]])
-    n = len(nodes)
-    degree = np.bincount(src, minlength=n).astype(float)
-    dangling = degree == 0
-    r = np.full(n, 1.0 / n)
-    for _ in range(max_iter):
-        moved = np.bincount(dst, weights=r[src] / degree[src], minlength=n)
-        nxt = alpha * moved + (alpha * r[dangling].sum() + 1.0 - alpha) / n
-        done = np.abs(nxt - r).sum() < tol
-        r = nxt
-        if done:
-            break
+    r = power_iteration(len(nodes), src, dst, alpha=alpha, tol=tol, max_iter=max_iter)
     return {v: float(x) for v, x in zip(nodes, r, strict=True)}
 
 
@@ -240,7 +218,7 @@ def layout(d: Drawing) -> dict[str, tuple[float, float]]:
     Below :data:`SPRING_MAX` nodes, networkx's force-directed spring layout (its dense solver). From
     there on networkx would need scipy, and a force layout of thousands of labelled nodes is unreadable
     anyway: the nodes go on concentric rings by degree (networkx's shell layout), hubs in the middle."""
-    nx = _networkx()
+    nx = networkx()
     if not d.nodes:
         return {}
     if len(d.nodes) >= SPRING_MAX:
@@ -270,13 +248,3 @@ def rings(d: Drawing, per_ring: int = 16) -> list[list[str]]:
         at, r = at + per_ring * r, r + 1
     return out
 
-
-def _networkx() -> Any:
-    """networkx, imported on first use (the ``graph`` extra); without it, :class:`MissingExtra` naming it."""
-    try:
-        import networkx
-    except ModuleNotFoundError as e:
-        if e.name != "networkx":
-            raise  # networkx is there but broken: the real cause, not a misleading hint
-        raise MissingExtra("networkx", "graph") from None
-    return networkx

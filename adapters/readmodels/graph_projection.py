@@ -11,10 +11,10 @@ first met in a batch is seeded by folding its earlier events from the log. Reads
 The scores ``pmem next`` ranks by are kept here too (``graph_scores``, one row per entity; docs/graph.md):
 a batch marks the namespaces whose rows it changed dirty (``graph_dirty``, in the batch's transaction),
 and :meth:`GraphProjection.store_scores` stores a dirty namespace's PageRank, communities and
-candidate scores computed from :meth:`GraphProjection.graph_to_score` (by the caller, which may let go of its
-lock meanwhile), writing only the rows that changed, with the position they hold for (``graph_scored``),
-unless the namespace changed again after that position. :meth:`GraphProjection.next_rows` then reads the
-top k by an index on the score.
+candidate scores computed from :meth:`GraphProjection.graph_to_score` (the graph and the stored rows it
+starts from; by the score worker, which lets go of the store's lock meanwhile), writing only the rows that
+changed, with the position they hold for (``graph_scored``), unless the namespace changed again after that
+position. :meth:`GraphProjection.next_rows` then reads the top k by an index on the score.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ CHUNK = 500  # entities per IN (...) list: under SQLite's and psycopg's paramete
 SCORES, SCORED, DIRTY = "graph_scores", "graph_scored", "graph_dirty"
 SCORE_COLUMNS = ("namespace", "entity", "importance", "pagerank", "community", "base", "text", "kind", "gap",
                  "requires")
-Scorer = Callable[[EntityGraph], tuple[dict[str, tuple[Any, ...]], float]]  # graph -> rows after (namespace, entity)
+Seed = dict[str, tuple[float, int]]  # entity -> its stored PageRank and community
+Scorer = Callable[[EntityGraph, Seed], tuple[dict[str, tuple[Any, ...]], float]]  # -> rows after (namespace, entity)
 CANDIDATE = "entity, importance, pagerank, community, text, kind, gap, requires"  # a row as ranked() takes it
 
 
@@ -173,11 +174,13 @@ class GraphProjection(TrackedProjection):
     # -- reading -----------------------------------------------------------------
     def graph(self, namespace: str, as_of: int | None = None) -> EntityGraph:
         """The entity graph of ``namespace`` as of event index ``as_of`` (default: now)."""
-        n = self.position() if as_of is None else as_of
-        rows = self.conn.execute(
+        return build_graph(self._open_rows(namespace, self.position() if as_of is None else as_of))
+
+    def _open_rows(self, namespace: str, n: int) -> list[Row]:
+        """The namespace's fact rows open at event index ``n``, as :func:`build_graph` takes them."""
+        return [tuple(r) for r in self.conn.execute(
             f"SELECT {FACT} FROM {TABLE} WHERE namespace=? AND opened_at<=? "
-            "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))
-        return build_graph(rows)
+            "AND (closed_at IS NULL OR closed_at>?) ORDER BY opened_at, key", (namespace, n, n))]
 
     def facts_of(self, namespace: str, subject: str, as_of: int | None = None) -> list[Fact]:
         """The open facts (as of ``as_of``) of one subject: its keys ``<subject>.<relation>``, read by
@@ -218,20 +221,33 @@ class GraphProjection(TrackedProjection):
 
     # -- the stored scores of ``next`` ----------------------------------------------
     def refresh_scores(self, score: Scorer) -> list[str]:
-        """Score every dirty namespace at the current position with ``score`` (entity -> the values of its
-        row after ``namespace, entity``, and the maximum importance:
+        """Score every dirty namespace at the current position with ``score`` (the graph and the stored
+        seed -> entity -> the values of its row after ``namespace, entity``, and the maximum importance:
         :func:`pmem.adapters.graph.scores.stored_values`); return those namespaces."""
         done = []
-        for (ns,) in self.conn.execute(f"SELECT namespace FROM {DIRTY} ORDER BY namespace").fetchall():
-            position, g = self.graph_to_score(ns)
-            if self.store_scores(ns, position, *score(g)):
+        for ns in self.dirty():
+            position, g, seed = self.graph_to_score(ns)
+            if self.store_scores(ns, position, *score(g, seed)):
                 done.append(ns)
         return done
 
-    def graph_to_score(self, namespace: str) -> tuple[int, EntityGraph]:
-        """The position and the graph (without P-Mem's cells) a namespace's scores are computed from."""
+    def dirty(self) -> list[str]:
+        """The namespaces whose facts changed since their scores were stored."""
+        return [r[0] for r in self.conn.execute(f"SELECT namespace FROM {DIRTY} ORDER BY namespace").fetchall()]
+
+    def graph_to_score(self, namespace: str) -> tuple[int, EntityGraph, Seed]:
+        """The position and the graph (without P-Mem's cells) a namespace's scores are computed from, and
+        the stored PageRank and community of each entity (what a re-scoring starts from)."""
+        position, rows, seed = self.rows_to_score(namespace)
+        return position, without_system(build_graph(rows)), seed
+
+    def rows_to_score(self, namespace: str) -> tuple[int, list[Row], Seed]:
+        """What :meth:`graph_to_score` reads, without building the graph: a caller that holds a lock for
+        the connection builds it after letting go."""
         position = self.position()
-        return position, without_system(self.graph(namespace, position))
+        seed = {r[0]: (float(r[1]), int(r[2])) for r in self.conn.execute(
+            f"SELECT entity, pagerank, community FROM {SCORES} WHERE namespace=?", (namespace,))}
+        return position, self._open_rows(namespace, position), seed
 
     def store_scores(self, namespace: str, position: int, values: dict[str, tuple[Any, ...]], top: float) -> bool:
         """Store scores computed from the graph at ``position``, in one transaction that writes only the rows
@@ -254,13 +270,16 @@ class GraphProjection(TrackedProjection):
         changed = [r for v, r in rows.items() if old.get(v) != r]
         self.conn.executemany(self.conn.upsert(SCORES, list(SCORE_COLUMNS), ["namespace", "entity"]), changed)
 
-    def scored(self, namespace: str) -> tuple[int, float] | None:
-        """``(position, maximum importance)`` the namespace's stored scores hold for; None while dirty."""
-        if self.conn.execute(f"SELECT 1 FROM {DIRTY} WHERE namespace=?", (namespace,)).fetchone():
-            return None
+    def scored(self, namespace: str) -> tuple[int, float, bool]:
+        """``(position, maximum importance, current)`` of the namespace's stored scores. Current: they hold
+        at this projection's position (its facts have not changed since); else ``position`` is where they
+        were computed (0 before any scoring)."""
         row = self.conn.execute(f"SELECT position, max_importance FROM {SCORED} WHERE namespace=?",
                                 (namespace,)).fetchone()
-        return (self.position(), 0.0) if row is None else (self.position(), float(row[1]))
+        top = 0.0 if row is None else float(row[1])
+        if self.conn.execute(f"SELECT 1 FROM {DIRTY} WHERE namespace=?", (namespace,)).fetchone():
+            return (0 if row is None else int(row[0])), top, False
+        return self.position(), top, True
 
     def next_rows(self, namespace: str, k: int, previous: str | None) -> list[tuple[Any, ...]]:
         """The ``k`` best stored candidates, and the ``k`` best of the previous pick's community (those

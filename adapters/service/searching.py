@@ -14,10 +14,12 @@ from pmem.projections.graph import EntityGraph, Fact
 from pmem.projections.reading import ReadResult
 
 if TYPE_CHECKING:
+    from pmem.adapters.graph.scorer import ScoreWorker
     from pmem.projections.vectors import SearchResult
 
 DEFAULT_K = 12  # retrieval returns the top L = 12 cells
 RANKINGS = ("hybrid", "vector")  # search: both channels fused, or the vector channel alone
+SCORE_WAIT_S = 2.0  # how long ``next`` waits for stale graph scores by default: well inside a server's deadline
 
 
 class Searches:
@@ -26,6 +28,7 @@ class Searches:
     def __init__(self, wiring: Wiring, reads: Reads) -> None:
         self.w = wiring
         self.reads = reads
+        self._scorer: ScoreWorker | None = None  # started by the first ``next`` that finds stale scores
 
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
                namespace: str | None = None, system: bool = False, ranking: str = "hybrid") -> list[SearchResult]:
@@ -57,6 +60,7 @@ class Searches:
                 return log_search(log, self.w.embedders, query, k, n, ns, system=system)
             for projection in (vectors.projection, lexical):
                 projection.check_readable(ns, as_of)
+        self.w.until.check("the search's cells were not read")  # between its stages: ranked, then read
         out = []
         for h, t in zip(hits, self.reads.timelines([UUID(h.cell) for h in hits], n, ns), strict=True):
             assert t is not None  # an open version implies the cell has events up to n
@@ -94,7 +98,7 @@ class Searches:
         ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
         with self.w.lock:
             projection = self.w.projections["graph"]
-            projection.catch_up()
+            projection.catch_up_for(ns, as_of, self.w.until, self.w.progress)
             projection.check_readable(ns, as_of)
             return {s: projection.facts_of(ns, s, as_of) for s in dict.fromkeys(subjects)}
 
@@ -109,7 +113,7 @@ class Searches:
                                    field="threshold")
         with self.w.lock:
             projection = self.w.projections["graph"]
-            projection.catch_up()
+            projection.catch_up_for(ns, as_of, self.w.until, self.w.progress)
             projection.check_readable(ns, as_of)
             g: EntityGraph = projection.graph(ns, as_of)
         if embed:
@@ -119,27 +123,41 @@ class Searches:
         return g
 
 
-    def what_next(self, k: int, previous: str | None, *, namespace: str | None = None) -> list[dict[str, Any]]:
-        """The ``k`` best next questions now, read from the graph projection's stored scores. A namespace
-        whose facts changed since they were stored is scored first (docs/graph.md), outside the lock: only
-        reading its graph and storing the scores take it."""
-        from pmem.adapters.graph.scores import ranked, stored_values
+    def what_next(self, k: int, previous: str | None, *, namespace: str | None = None,
+                  wait: float | None = SCORE_WAIT_S) -> list[dict[str, Any]]:
+        """The ``k`` best next questions, read from the graph projection's stored scores, each with the event
+        index those hold for (``as_of``). Scores made stale by a write are brought up to date by the store's
+        :class:`~pmem.adapters.graph.scorer.ScoreWorker`, waited for at most ``wait`` seconds (None: until
+        current); past that the stored ones answer, with their older ``as_of`` (docs/graph.md)."""
+        from pmem.adapters.graph.scores import ranked
 
         ns = self.reads.namespace(namespace)
         projection = self.w.projections["graph"]
-        while True:
+        with self.w.lock:
+            projection.catch_up()
+            projection.check_readable(ns, None)
+            current = projection.scored(ns)[2]
+        if not current:
+            self.scorer().wait(lambda: bool(projection.scored(ns)[2]), wait)
+        with self.w.lock:
+            position, top, _ = projection.scored(ns)
+            rows = projection.next_rows(ns, k, previous)
+            return ranked(rows, k, top, projection.community_of(ns, previous), position)
+
+    def scorer(self) -> ScoreWorker:
+        from pmem.adapters.graph.scorer import ScoreWorker
+
+        with self.w.lock:  # one worker per store, whichever request thread asks first
+            if self._scorer is None:
+                self._scorer = ScoreWorker(self.w.projections["graph"], self.w.lock)
+            return self._scorer
+
+    def close(self) -> None:
+        """Stop the score worker; once no round holds the store's lock, none will take it again."""
+        if self._scorer is not None:
+            self._scorer.close()
             with self.w.lock:
-                projection.catch_up()
-                projection.check_readable(ns, None)
-                scored = projection.scored(ns)
-                if scored is not None:
-                    rows = projection.next_rows(ns, k, previous)
-                    community = projection.community_of(ns, previous)
-                    return ranked(rows, k, scored[1], community, scored[0])
-                position, g = projection.graph_to_score(ns)
-            values, top = stored_values(g)
-            with self.w.lock:
-                projection.store_scores(ns, position, values, top)
+                pass
 
     def graph_around(self, entities: Iterable[str], *, as_of: int | None = None,
                      namespace: str | None = None) -> EntityGraph:
@@ -147,7 +165,7 @@ class Searches:
         ns, as_of = self.reads.namespace(namespace), checked_as_of(as_of)
         with self.w.lock:
             projection = self.w.projections["graph"]
-            projection.catch_up()
+            projection.catch_up_for(ns, as_of, self.w.until, self.w.progress)
             projection.check_readable(ns, as_of)
             g: EntityGraph = projection.graph_around(ns, set(entities), as_of)
         return g

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from pmem.adapters.progress import Progress, silent
 from pmem.adapters.readmodels.registry import PROJECTION_NAMES, VECTORS
+from pmem.adapters.readmodels.tracked_projection import bounded
 from pmem.adapters.service.admin import Admin
 from pmem.adapters.service.bootstrap import Wiring, bootstrap
 from pmem.adapters.service.doctor import SAMPLE_CELLS, Doctor
 from pmem.adapters.service.forgetting import Forgetting
 from pmem.adapters.service.reads import Reads, checked_flag
-from pmem.adapters.service.searching import DEFAULT_K, Searches
+from pmem.adapters.service.searching import DEFAULT_K, SCORE_WAIT_S, Searches
 from pmem.adapters.service.writes import Writes
 from pmem.domain.errors import InvalidOperation, StoreClosed
 from pmem.domain.operations import (
@@ -183,9 +184,10 @@ class SearchApi(_Parts):
         characters and tokens; see :mod:`pmem.adapters.service.reader`. P-Mem's own cells only with ``system``.
         Alternatives below the head's trust are counted, not listed, unless ``alternatives="all"``; versions
         (and turns) below ``min_trust`` are left out. ``hops``: also the facts along the question's relations
-        followed up to ``hops`` links from the entities it names (offline); ``iterative``: up to 3 follow-up
-        lookups an LLM plans (``PMEM_LLM_BASE``); either way ``paths`` says what was followed. ``dated``: each
-        cell after the day its current value was observed, ``[25 May 2023] key = value`` (turns always are)."""
+        followed from the entities it names, at least ``hops`` links, one per relation named (offline);
+        ``iterative``: up to 3 follow-up lookups an LLM plans (``PMEM_LLM_BASE``); either way ``paths`` says
+        what was followed. ``dated``: each cell after the day its current value was observed,
+        ``[25 May 2023] key = value`` (turns always are)."""
         from pmem.adapters.service.reader import WithSystemCells
 
         memory = WithSystemCells(self) if checked_flag(system, "system") else self
@@ -206,10 +208,13 @@ class SearchApi(_Parts):
         return g if system else without_system(g)
 
     def what_next(self, k: int = 5, *, previous: str | None = None, as_of: int | None = None,
-                  namespace: str | None = None, system: bool = False) -> list[dict[str, Any]]:
+                  namespace: str | None = None, system: bool = False,
+                  wait: float | None = SCORE_WAIT_S) -> list[dict[str, Any]]:
         """The ``k`` best next questions (``pmem next``), each with the event index its scores hold for
-        (``as_of``). Now: read from the graph projection's stored scores by a top-k query. At an earlier
-        ``as_of``, or with ``system``, ranked from scratch over that graph (docs/graph.md)."""
+        (``as_of``). Now: read from the graph projection's stored scores by a top-k query; scores a write
+        made stale are waited for at most ``wait`` seconds (None: until current), then answer as they are,
+        with their older ``as_of``. At an earlier ``as_of``, or with ``system``, ranked from scratch over
+        that graph (docs/graph.md)."""
         from pmem.adapters.graph.view import proposals
 
         k = checked_count(k, "k", "a positive number of proposals", minimum=1)
@@ -217,7 +222,7 @@ class SearchApi(_Parts):
         last = self._reads.last_index()
         now = as_of is None or (type(as_of) is int and as_of >= last)  # a bad as_of: graph() says why
         if now and not checked_flag(system, "system"):
-            return self._searches.what_next(k, pick, namespace=namespace)
+            return self._searches.what_next(k, pick, namespace=namespace, wait=wait)
         g = self.graph(as_of=as_of, namespace=namespace, system=system)
         at = last if as_of is None else min(as_of, last)
         return [{**p, "as_of": at} for p in proposals(g, k, pick)]
@@ -302,7 +307,7 @@ class Store(WriteApi, ForgetApi, ReadApi, SearchApi, AdminApi):
     ``postgresql://`` URL), scoped to a default namespace.
 
     Reads are served by the frontier projection (``reader="projection"``, the default), caught up
-    to the end of the log before each read; ``reader="replay"`` folds the log instead (the
+    before each read as far as the namespace read needs; ``reader="replay"`` folds the log instead (the
     reference the projection is tested against). On an existing file the event log itself (and
     ``eventsourcing`` with it) opens only when something needs events.
     """
@@ -314,6 +319,7 @@ class Store(WriteApi, ForgetApi, ReadApi, SearchApi, AdminApi):
         self._w = w = bootstrap(path, namespace=namespace, synchronous=synchronous, reader=reader,
                                 vector_index=vector_index, embedder=embedder, embedder_base=embedder_base,
                                 progress=progress)
+        w.progress = bounded(w.progress, lambda: w.until)  # a catch-up stops between batches past a deadline
         self._writes, self._reads, self._admin = Writes(w), Reads(w), Admin(w)
         self._forgetting = Forgetting(w)
         self._searches = Searches(w, self._reads)
@@ -343,6 +349,7 @@ class Store(WriteApi, ForgetApi, ReadApi, SearchApi, AdminApi):
         if isinstance(self._w, _Closed):
             return
         try:
+            self._searches.close()
             self._w.close()
         finally:
             closed = cast(Any, _Closed())
