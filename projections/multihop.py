@@ -8,7 +8,9 @@ intermediate value is not a fact of the graph and cannot be followed):
   synonyms, and the store's own attribute names). A small beam of paths starts at the entities the
   question names; each hop follows the edge that fills a slot the path has not filled yet, and falls
   back to cosine to the question only where no edge fills one. A path that has filled every slot is
-  finished (it reached the attribute the question ends with) and is not extended.
+  finished (it reached the attribute the question ends with) and is not extended. The number of hops
+  follows the question (:func:`hop_budget`): one per relation phrase, plus one for a phrase no table
+  knows, at most ``MAX_PATH``.
 - :func:`guided_facts` (the cosine readout): each hop adds the ``per_hop`` facts of the current
   entities that score best against the whole question.
 
@@ -29,6 +31,7 @@ FactsOf = Callable[[str], Sequence[Fact]]  # entity slug -> its open facts ([] w
 MIN_SLUG = 3
 MAX_SPAN = 12  # words: the longest entity name looked up in a question
 BEAM = 4  # paths kept after each hop
+MAX_PATH = 6  # the longest path a question can ask for (docs/reading.md#multi-hop-reading)
 FILL, CHOICE = 1.0, 0.5  # a hop that fills a slot outranks any cosine-only hop (cosine <= 1 * CHOICE)
 
 # Phrases (slug words) a question may use for an attribute, besides the attribute's own name. Written
@@ -187,15 +190,22 @@ def question_slots(question: str, relations: Iterable[str] = (), skip: Iterable[
     return [rels for _, rels in sorted(found, key=lambda p: p[0])]
 
 
+def hop_budget(slots: Sequence[frozenset[str]], hops: int) -> int:
+    """How many hops a read takes: at least ``hops``; a question naming n relations gets n + 1, since a
+    relation may be asked in words no table holds ("Andrea Pirlo's speciality"); at most ``MAX_PATH``."""
+    return max(hops, min(MAX_PATH, len(slots) + 1)) if slots else hops
+
+
 def follow_question(question: str, seeds: Sequence[str], facts_of: FactsOf, scorer: Scorer, *, hops: int = 3,
                     beam: int = BEAM, relations: Iterable[str] = ()) -> list[Path]:
     """The best paths from ``seeds`` (finished ones first, then by score), at most ``beam``, each at
-    most ``hops`` long. A hop that fills an unfilled slot of the question scores ``FILL``; any other
-    scores its cosine to the question times ``CHOICE``. Paths never revisit an entity."""
+    most :func:`hop_budget` long. A hop that fills an unfilled slot of the question scores ``FILL``; any
+    other scores its cosine to the question times ``CHOICE``. Paths never revisit an entity; a path that
+    reaches an entity with no further fact stays in the beam as it is."""
     slots = question_slots(question, relations, skip=seeds)
     live = [Path(s) for s in dict.fromkeys(seeds)]
     done: list[Path] = []
-    for _ in range(hops):
+    for _ in range(hop_budget(slots, hops)):
         grown = _grow(question, live, slots, facts_of, scorer)
         if not grown:
             break
@@ -214,14 +224,19 @@ def follow_question(question: str, seeds: Sequence[str], facts_of: FactsOf, scor
 
 def _grow(question: str, live: Sequence[Path], slots: Sequence[frozenset[str]], facts_of: FactsOf,
           scorer: Scorer) -> list[Path]:
-    """Every one-hop extension of the live paths, scored (one scorer call for all of them)."""
+    """Every one-hop extension of the live paths, scored (one scorer call for all of them), and the live
+    paths that have none, unchanged; [] when no path grows."""
     cands: list[tuple[Path, Fact, int | None]] = []
+    ended: list[Path] = []
     for p in live:
         visited = {p.start, *(h.fact.obj for h in p.hops)}
+        before = len(cands)
         for f in facts_of(p.end):
             if f.obj and f.obj not in visited:
                 slot = next((i for i, s in enumerate(slots) if i not in p.filled and f.relation in s), None)
                 cands.append((p, f, slot))
+        if len(cands) == before:
+            ended.append(p)
     if not cands:
         return []
     cos = scorer(question, [f"{f.relation.replace('_', ' ')}: {f.value}" for _, f, _ in cands])
@@ -230,7 +245,7 @@ def _grow(question: str, live: Sequence[Path], slots: Sequence[frozenset[str]], 
         gain = FILL + 0.01 * float(c) if slot is not None else CHOICE * float(c)
         filled = p.filled | {slot} if slot is not None else p.filled
         out.append(Path(p.start, (*p.hops, Hop(f, slot)), p.score + gain, filled))
-    return out
+    return out + ended
 
 
 def path_facts(paths: Sequence[Path]) -> list[Fact]:

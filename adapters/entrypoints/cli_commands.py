@@ -191,8 +191,9 @@ def _add_read(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-trust", dest="min_trust", type=int,
                    help="leave out versions, cells and turns whose trust is below N (0-100)")
     p.add_argument("--hops", type=int, default=0,
-                   help="multi-hop: also read the facts along the question's relations, up to N links from the "
-                        "entities it names (offline, no model; 0-6); 'paths' shows them")
+                   help="multi-hop: also read the facts along the question's relations from the entities it "
+                        "names, at least N links, one per relation it names (offline, no model; 0-6); 'paths' "
+                        "shows them")
     p.add_argument("--iterative", action="store_true",
                    help="multi-hop: up to 3 follow-up lookups planned by the LLM at $PMEM_LLM_BASE ($PMEM_LLM_MODEL)")
     p.add_argument("--dated", action="store_true",

@@ -1,7 +1,10 @@
 """The graph-guided multi-hop readout over a store (``pmem read --hops N``, and the multi-hop benchmark's arms).
 
 :func:`hop_read` runs the question-following hop policy of :mod:`pmem.projections.multihop` over the
-store's entity graph as of ``as_of``: the paths it took and the facts along them. Each entity's facts
+store's entity graph as of ``as_of``: the paths it took and the facts along them, then the facts of the
+entity each finished path ends at (its last value, when an entity of that name has facts: the religion a
+question names is also a subject, and "where did it come into existence" asks one of its facts, in words
+no slot may have caught). Each entity's facts
 are looked up by key in the graph projection (``Store.graph_facts``), once per read, so a read costs the
 same at any store size and right after a write: the graph is never built.
 
@@ -23,10 +26,14 @@ from pmem.projections.multihop import (
     fact_line,
     follow_question,
     guided_facts,
+    hop_budget,
     path_facts,
     question_entities,
+    question_slots,
     question_spans,
 )
+
+END_FACTS = 4  # facts read of the entity a finished path ends at, nearest the question first
 
 
 def cosine_scorer(embedder: Any) -> Any:
@@ -87,9 +94,24 @@ def hop_read(store: Any, question: str, embedder: Any, *, hops: int = 3, as_of: 
     paths: list[Path] = follow_question(question, seeds, g.facts_of, scorer, hops=hops, beam=beam,
                                         relations=relations)
     facts = path_facts(paths)
-    if not paths or not paths[0].complete:
-        facts += cosine_facts(question, seeds, g.facts_of, scorer, hops=hops, per_hop=per_hop)
+    if paths and paths[0].complete:
+        facts += end_facts(question, [p for p in paths if p.complete], g.facts_of, scorer)
+    else:
+        budget = hop_budget(question_slots(question, relations, skip=seeds), hops)
+        facts += cosine_facts(question, seeds, g.facts_of, scorer, hops=budget, per_hop=per_hop)
     return HopRead(tuple(p.text(g.name) for p in paths if p.hops), tuple({f.key: f for f in facts}.values()))
+
+
+def end_facts(question: str, paths: Sequence[Path], facts_of: Any, scorer: Any, n: int = END_FACTS) -> list[Fact]:
+    """The ``n`` facts nearest ``question`` of each entity the ``paths`` end at (none for a plain value)."""
+    out: list[Fact] = []
+    for end in dict.fromkeys(p.end for p in paths):
+        own = list(facts_of(end))
+        if own:
+            scores = scorer(question, [f"{f.relation.replace('_', ' ')}: {f.value}" for f in own])
+            ranked = sorted(range(len(own)), key=lambda i: (-float(scores[i]), i))
+            out += [own[i] for i in ranked[:n]]
+    return out
 
 
 def single_shot_context(store: Any, question: str, k: int = 12, *, as_of: int | None = None) -> list[str]:

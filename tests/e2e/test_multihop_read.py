@@ -186,3 +186,24 @@ def test_a_forgotten_link_is_not_read_from_a_kept_graph(tmp_path: Path) -> None:
         store.forget("ellen_ternan.citizenship")
         after = store.read(Q, k=1, hops=3, as_of=6)
         assert after.paths is not None and "Belgium" not in after.context + "".join(after.paths)
+
+
+def test_a_path_that_ends_at_a_named_entity_reads_that_entitys_facts(tmp_path: Path) -> None:
+    # The question names one relation; what it asks of the religion is in words no slot catches, so
+    # the path is finished at "Christianity", and the read goes on to the cells of christianity itself.
+    facts = ["Bagratuni Dynasty is affiliated with the religion of Christianity.",
+             "Christianity was founded in the city of Jerusalem.",
+             "Christianity was founded by Jesus Christ.",
+             *(f"{s} is affiliated with the religion of {r}." for s, r in
+               [("Kingdom of Iberia", "Zoroastrianism"), ("Sasanian Empire", "Zoroastrianism"),
+                ("Tang Empire", "Buddhism"), ("Ellen Ternan", "Anglicanism")]),
+             "Zoroastrianism was founded in the city of Balkh."]
+    db = tmp_path / "mem.db"
+    ok(db, "ingest", "-", "-q", stdin="\n".join(facts).encode())
+    q = "Where did the religion associated with the Bagratuni Dynasty come into existence?"
+    with pmem.open(db) as store:
+        assert "Jerusalem" not in store.read(q, k=1).context
+        r = store.read(q, k=1, hops=3)
+        assert r.paths is not None and r.paths[0] == "bagratuni dynasty -> religion -> Christianity"
+        assert "christianity.founded_in_city = Jerusalem" in r.context.splitlines()
+        assert "Balkh" not in r.context  # another religion's cells are not read

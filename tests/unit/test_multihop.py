@@ -9,6 +9,7 @@ from pmem.projections.graph import build_graph
 from pmem.projections.multihop import (
     cosine_facts,
     follow_question,
+    hop_budget,
     path_facts,
     question_entities,
     question_slots,
@@ -107,3 +108,39 @@ def test_paths_never_loop_and_the_beam_is_bounded() -> None:
     paths = follow_question("spouse of the spouse of the spouse of a x", ["a_x"], facts_of(rows), overlap,
                             hops=3, beam=2)
     assert len(paths) <= 2 and all(len(p.hops) == 1 for p in paths)
+
+
+# A four-relation question over a chain of four links, asked partly in words no phrase table holds
+# ("speciality ... derived from"); Italy's continent is a decoy one hop from the start.
+PIRLO = [
+    ("andrea_pirlo.position_played", "midfielder", "active", 50, 1, None),
+    ("andrea_pirlo.citizenship", "Italy", "active", 50, 2, None),
+    ("midfielder.sport", "sumo", "active", 50, 3, None),
+    ("sumo.country_of_origin", "Australia", "active", 50, 4, None),
+    ("australia.continent", "Oceania", "active", 50, 5, None),
+    ("australia.capital", "Canberra", "active", 50, 6, None),
+    ("italy.continent", "Europe", "active", 50, 7, None),
+]
+PIRLO_Q = "In which continent was the sport originated in the country where Andrea Pirlo's speciality derived from?"
+
+
+def test_the_number_of_hops_follows_the_relations_the_question_names() -> None:
+    slots = question_slots(PIRLO_Q, skip=["andrea_pirlo"])
+    assert len(slots) == 4
+    assert hop_budget(slots, 3) == 5  # one more than the phrases: a relation asked in unknown words
+    best = follow_question(PIRLO_Q, ["andrea_pirlo"], facts_of(PIRLO), overlap, hops=3)[0]
+    assert best.text().endswith("Australia -> continent -> Oceania")
+
+
+def test_the_hop_budget_is_at_least_the_callers_and_capped() -> None:
+    assert hop_budget([], 2) == 2  # no relation phrase: the caller's number
+    assert hop_budget([frozenset({"spouse"})], 3) == 3
+    assert hop_budget([frozenset({"spouse"})] * 9, 1) == 6
+
+
+def test_a_path_ending_at_an_entity_with_no_facts_stays_in_the_beam() -> None:
+    # Oceania has no facts: the path that reached it must not give way to longer cosine-only paths
+    rows = [*PIRLO, ("canberra.twinned_with", "Nara", "active", 50, 8, None),
+            ("nara.country", "Japan", "active", 50, 9, None)]
+    paths = follow_question(PIRLO_Q, ["andrea_pirlo"], facts_of(rows), overlap, hops=3, beam=2)
+    assert any(p.end == "oceania" for p in paths)
