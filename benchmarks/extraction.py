@@ -16,11 +16,8 @@ extractor of a live model server (the local route, scripts/local-llm.sh), and re
 
 Then the wrong-cells check: six LoCoMo turns (Andrew and Audrey,
 ``benchmarks/data/locomo_andrew_audrey_turns.json``), ingested the same way, must write none of the six wrong
-cells a small model once wrote from them. Then question answering side by side, for LoCoMo's single-hop
-(category 4) and temporal (category 2) questions whose evidence lies in the ingested sessions: whether
-the context holds the answer (at least half of the answer's content words), and its tokens, for
-P-Mem's cells (and the same cells dated: ``read(dated=True)``), P-Mem's turn mode (supersession pruning),
-and the raw top-k turns by embedding.
+cells a small model once wrote from them. Question answering over the same recordings is
+``benchmarks.locomo``'s.
 
     .venv/bin/python -m benchmarks.extraction [--data PATH/locomo_conv0-4.json] [--quick] \\
         [--base http://127.0.0.1:8090/v1] [--model openai/qwen] [--record FILE] [--replay FILE] [--no-verify] \\
@@ -65,14 +62,12 @@ from pmem.adapters.llm import extractor as extractor_module
 from pmem.adapters.llm.client import LlmSettings, _litellm
 from pmem.adapters.llm.extractor import LlmExtractor
 from pmem.adapters.service.ingest import Ingestor
-from pmem.adapters.service.reader import TokenCounter
 from pmem.adapters.sources.locomo import locomo_records
 from pmem.adapters.sources.record import Record
 from pmem.domain.extraction.facts import Extraction, subject_slug
 from pmem.domain.extraction.grounding import Utterance, content, numbers
 from pmem.domain.extraction.slot_modes import DEFAULT_SLOT_MODE, SLOT_MODES
 from pmem.domain.extraction.template import DialogueTemplateExtractor
-from pmem.projections.reading import render_turn
 
 DEFAULT_DATA = SHARED_DATA / "locomo" / "locomo_conv0-4.json"
 LEAKS = ("personal_best", "5k", "27_12", "france", "capital", "attribute", "subject")
@@ -83,8 +78,6 @@ WRONG_CELLS = [("andrew.personal_best_5k_time", "2023-04-15"), ("audrey.new_job"
 """Six wrong cells a small model wrote from the Andrew and Audrey turns: none may be written; the stricter
 count also takes the same person and value under any other key (``audrey.age = 3 years`` is as wrong: she
 has had her dogs for 3 years)."""
-QA_CATEGORIES = {4: "single-hop", 2: "temporal"}
-K = 12
 
 
 class NotRecorded(BaseException):
@@ -102,35 +95,46 @@ class Tape:
     """Replays ``litellm.completion`` answers from a JSON-lines file (``replay``), records every answer of the
     run to one (``record``), or both: a call found in ``replay`` is answered from it, any other goes to the
     model, and every answer is written to ``record`` (a new pass over old answers records only the new calls).
+    With ``cache``, ``record`` is appended to, not emptied, and only the calls the model answered are written
+    to it; a request asked again gets its last recorded answer (the model answers at temperature 0).
     Installed on the litellm module the client imports, so production code is unchanged."""
 
-    def __init__(self, record: Path | None, replay: Sequence[Path]) -> None:
-        self.record, self.replay = record, ", ".join(map(str, replay))
+    def __init__(self, record: Path | None, replay: Sequence[Path], cache: bool = False) -> None:
+        self.record, self.replay, self.cache = record, ", ".join(map(str, replay)), cache
         self.answers: dict[str, list[dict[str, Any]]] = {}  # per request, its answers in the order given
-        for line in (line for path in replay for line in read_text(path).splitlines()):
+        for line in (line for path in replay for line in read_text(path).splitlines() if line.strip()):
             entry = json.loads(line)
             self.answers.setdefault(entry["id"], []).append(entry)
-        if record:
+        self.asked = 0  # calls that went to the model in this run
+        if record and not cache:
             record.write_text("")
         self.litellm = _litellm()
         self.real = self.litellm.completion
+        while isinstance(getattr(self.real, "__self__", None), Tape):  # a tape installed before: not stacked
+            self.real = self.real.__self__.real
         self.litellm.completion = self.completion
 
     def completion(self, **kwargs: Any) -> Any:
         key = call_id(kwargs)
         queue = self.answers.get(key)
-        entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
+        if self.cache and queue and len(queue) == 1 and not queue[0].get("error"):
+            entry: dict[str, Any] | None = queue[0]
+        else:
+            entry = queue.pop(0) if queue else None  # a retry after a failed call repeats the same request
         if entry is None and self.record is None:
             user = kwargs["messages"][-1]["content"].splitlines()[-1][:80]
             raise NotRecorded(f"--replay {self.replay}: call {key} (last message {user!r}) is not recorded")
         asked = entry is None
         entry = entry or {"id": key}
+        self.asked += asked
         try:
             return self._ask(entry, kwargs) if asked else self._answer(entry, kwargs)
         finally:
-            if self.record:
+            if self.record and (not self.cache or (asked and "answer" in entry)):  # a cache keeps no failures
                 with self.record.open("a") as f:
                     f.write(json.dumps({**entry, "messages": kwargs["messages"]}) + "\n")
+            if self.cache and asked and "answer" in entry:
+                self.answers[key] = [entry]
 
     def _answer(self, entry: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         if entry.get("error"):
@@ -252,36 +256,9 @@ def wrong_cells_check(extractor: Any, tmp: Path) -> tuple[list[tuple[str, str]],
 
 
 def holds(context: str, answer: str) -> bool:
+    """Whether ``context`` holds at least half of the content words of ``answer`` (none: False)."""
     want = content(answer)
     return bool(want) and len(want & content(context)) >= len(want) / 2
-
-
-def qa(store: pmem.Store, sample: dict[str, Any], records: list[Record], sessions: Sequence[int]) -> dict[str, Any]:
-    """Per mode and category: (questions whose context holds the answer, questions, mean tokens)."""
-    import numpy as np
-
-    kept = {dia(r) for r in records}
-    questions = [q for q in sample["qa"] if q["category"] in QA_CATEGORIES and q.get("evidence")
-                 and all(e in kept for e in q["evidence"])]
-    count = TokenCounter()
-    raw = [render_turn(r.text or "", r.source, r.observed_at) for r in records]
-    emb = store.embedder
-    m = emb.embed(raw)
-    out: dict[str, Any] = {}
-    for q in questions:
-        cat = QA_CATEGORIES[q["category"]]
-        qv = emb.embed([q["question"]])[0]
-        top = "\n".join(raw[int(i)] for i in np.argsort(-(m @ qv), kind="stable")[:K])
-        contexts = {"cells": store.read(q["question"], mode="cells", k=K).context,
-                    "cells (dated)": store.read(q["question"], mode="cells", k=K, dated=True).context,
-                    "turns (pruned)": store.read(q["question"], mode="turns", k=K).context,
-                    "raw top-k turns": top}
-        for mode, ctx in contexts.items():
-            cell = out.setdefault((mode, cat), [0, 0, 0])
-            cell[0] += holds(ctx, str(q["answer"]))
-            cell[1] += 1
-            cell[2] += count(ctx)
-    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -341,10 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                   for j in map(json.loads, read_text(args.judged).splitlines())}
         report(run, args.model, sessions, records, rec, base, gold, judged, llm.model.calls - calls,
                bool(args.replay) and args.record is None)
-        rows = [{"context": mode, "questions": cat, "holds the answer": hit, "of": n, "mean tokens": tokens / n}
-                for (mode, cat), (hit, n, tokens) in sorted(qa(store, sample, records, sessions).items())]
-    run.table(rows, "Question answering: whether the read context holds the answer")
-    run.figures["qa"] = rows
+        store.close()
     run.finish()
 
 

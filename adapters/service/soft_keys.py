@@ -13,7 +13,7 @@ the key itself (a second ``accept`` on the same alias cell, superseding the merg
 it go to the key's own cell and the pair is not merged again; events already written stay where they are.
 
 ``scope``: ``free-form`` (what ``--soft-keys auto`` gives) checks only facts whose key was worded freely
-(:func:`~domain.extraction.key_identity.free_form`: first-person statements, LLM facts); ``all`` checks
+(:func:`~domain.extraction.key_identity.free_form`: first-person and attribute statements, LLM facts); ``all`` checks
 every fact. The registry is read from the store on first use, so an ingest with nothing to check
 loads neither the frontier nor the embedder.
 """

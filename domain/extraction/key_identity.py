@@ -209,9 +209,10 @@ def shortlist_phrase(key: str) -> tuple[str | None, str]:
 
 def free_form(form: str) -> bool:
     """Whether a fact of extractor form ``form`` has a free-form key, worded by whoever made the
-    statement (a template's first-person ``statement``, any LLM fact), which soft identity checks by
-    default; the other template forms (``cloze:*``, ``alfworld.*``) name their relation themselves."""
-    return form == "statement" or form.startswith("llm")
+    statement (a template's first-person ``statement`` or third-person ``attribute``, any LLM fact), which
+    soft identity checks by default; the other template forms (``cloze:*``, ``alfworld.*``) name their
+    relation themselves."""
+    return form == "statement" or form.startswith(("llm", "attribute"))
 
 
 def alias_key(key: str) -> str:

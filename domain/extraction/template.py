@@ -12,6 +12,12 @@ Forms, tried in this order on each record (a leading ``"<n>. "`` serial number i
    ``reported``; correction cues (``Correction:``, ``Actually,``, ...) -> op hint ``reject``.
 3. The 44 FactConsolidation cloze templates (:mod:`domain.extraction.cloze`), key
    ``<subject>.<relation>`` -> accept the object.
+4. Third-person attribute statements about a named subject (one to four capitalised words), key
+   ``<subject>.<attribute>``: ``X's A changed|updated [B] from "old" to "new"`` (quoted values; any
+   trailing clause ignored) -> accept ``new`` under ``B`` if given, else ``A`` (``old`` kept as
+   ``previous``); ``X's A is|was [now] V`` -> accept ``V`` when it reads as a value: the attribute at most
+   four words with no preposition, the value at most six words, no clause (``, ``), not opening with a
+   participle or a filler (``X's motivation is driven by ...``, ``X's dialogue was marked by ...``).
 
 A record that fits none, or whose key or value comes out empty, yields no fact and says why.
 
@@ -43,6 +49,14 @@ _HEDGE = re.compile(r"(?:i think|i guess|i believe|maybe|perhaps|probably|possib
                     re.I)
 _REPORTED = re.compile(r"(?:(?:[\w.' -]{1,40}?)\s+(?:says|said|told me)(?:\s+that)?|according to [^,]{1,60},)\s+",
                        re.I)
+_NAME = r"(?P<x>[A-Z][\w.-]*(?: [A-Z][\w.-]*){0,3})"
+_QUOTE = "[\"'\u201c\u201d\u2018\u2019]"
+_CHANGE = re.compile(_NAME + r"'s (?P<a>[\w -]{1,40}?) (?:has been |has |was |had )?(?:updated|changed)"
+                     r"(?: (?P<b>[\w -]{1,40}?))? from " + _QUOTE + r"(?P<old>[^\"\u201c\u201d]+?)" + _QUOTE +
+                     r" to " + _QUOTE + r"(?P<new>[^\"\u201c\u201d]+?)" + _QUOTE + r"(?:\W.*)?", re.S)
+_POSSESSIVE = re.compile(_NAME + r"'s (?P<a>[a-z][\w -]{0,40}?) (?:is|was) (?:now )?(?P<v>.+)", re.S)
+_NOT_ATTRIBUTE = frozenset("about at by for from in of on to with".split())
+_NOT_VALUE = frozenset("a an being evident not one part the".split())  # "one of ...", "part of ...": a clause
 _CORRECTION = re.compile(r"(?:correction\s*:|actually\s*,?|no\s*,\s*wait\s*,?|sorry\s*,|i was wrong\s*,)\s*", re.I)
 
 
@@ -66,7 +80,7 @@ class TemplateExtractor:
         if serial is not None:
             body = serial.group(2)
         sentence = _sentence(body)
-        for form in (self._alfworld, self._statement, self._cloze):
+        for form in (self._alfworld, self._statement, self._cloze, self._attribute):
             found = form(sentence, record, text)
             if found is not None:
                 return found
@@ -110,6 +124,26 @@ class TemplateExtractor:
         cloze, subject, obj = found
         return _fact(record, text, f"cloze:{cloze.pid}", subject_key(subject, cloze.relation), obj,
                      "asserted", "accept", default_node_type(cloze.relation))
+
+    def _attribute(self, s: str, record: int, text: str) -> Extraction | None:
+        if m := _CHANGE.fullmatch(s):
+            return _fact(record, text, "attribute.change", subject_key(m["x"], personal_key(m["b"] or m["a"])),
+                         m["new"], "asserted", "accept", "persona", previous=m["old"].strip())
+        if (m := _POSSESSIVE.fullmatch(s)) and _reads_as_value(m["a"], m["v"]):
+            return _fact(record, text, "attribute", subject_key(m["x"], personal_key(m["a"])), m["v"],
+                         "asserted", "accept", "persona")
+        return None
+
+
+def _reads_as_value(attribute: str, value: str) -> bool:
+    """Whether ``X's attribute is value`` names a value, not a clause about ``X``: a short attribute with no
+    preposition, and a short value that opens with neither a participle (``driven by``, ``marked by``,
+    ``reflected in``) nor a filler word (``one of``, ``part of``)."""
+    a, v = attribute.split(), value.split()
+    if len(a) > 4 or _NOT_ATTRIBUTE & {w.lower() for w in a} or not v or len(v) > 6 or ", " in value:
+        return False
+    first = v[0]
+    return not (first.islower() and (first.endswith(("ed", "en", "ing")) or first in _NOT_VALUE))
 
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
