@@ -2,10 +2,12 @@
 
     PmemError
     ├── InvalidOperation        bad input: a field is missing, empty, of the wrong type or too large
-    │   └── InvalidBatch        one line of a batch is bad; names the line, nothing was written
+    │   ├── InvalidBatch        one line of a batch is bad; names the line, nothing was written
+    │   └── LimitExceeded       a server request over one of its limits (``status`` 413 or 422); nothing done
     ├── StoreError              the store cannot do what was asked (adapters translate library errors)
     │   ├── StoreUnavailable    the database cannot be opened, read or written
     │   ├── StoreClosed         the store was closed: nothing can be read or written through it any more
+    │   ├── DeadlinePassed      a server request ran past its deadline: nothing written, resend it
     │   ├── ConflictRetriesExhausted  concurrent writers kept winning; nothing from this call was written
     │   ├── RetryConflict       an op_id resent with a different operation; nothing from this call was written
     │   ├── WorkerAlreadyRunning  a projection already has a live worker process
@@ -18,6 +20,7 @@
     ├── ReaderNotConfigured     the LLM reader was asked for but no model server is configured
     ├── Unauthorized            a server request without a valid token (missing, unknown or revoked)
     ├── Forbidden               a credential does not allow this: another namespace, or a write when read-only
+    ├── NotServed               a method of the local store that a remote store cannot serve over HTTP
     └── MissingExtra            an optional part (a pip extra such as ``llm``) is not installed
 
 Each error carries a one-line message that says what was wrong and where.
@@ -52,6 +55,17 @@ class InvalidBatch(InvalidOperation):
         self.line = line
 
 
+class LimitExceeded(InvalidOperation):
+    """A server request asked for more than one of its limits allows (docs/server.md); nothing was done.
+    ``status`` is the HTTP status it is answered with: 413 for a body or batch, 422 for the rest."""
+
+    kind = "limit exceeded"
+
+    def __init__(self, message: str, status: int, field: str) -> None:
+        super().__init__(message, field=field)
+        self.status = status
+
+
 class StoreError(PmemError):
     """The store could not complete the request."""
 
@@ -68,6 +82,12 @@ class StoreClosed(StoreError):
     """The store was closed (``close()``, or the end of its ``with`` block); open it again to use it."""
 
     kind = "store closed"
+
+
+class DeadlinePassed(StoreUnavailable):
+    """A server request ran past the server's deadline: a write was not committed, a read was not answered."""
+
+    kind = "deadline passed"
 
 
 class ConflictRetriesExhausted(StoreError):
@@ -132,6 +152,18 @@ class Forbidden(PmemError):
     """The request's credential does not allow it: a namespace outside it, or a write with a read-only one."""
 
     kind = "forbidden"
+
+
+class NotServed(PmemError, NotImplementedError):
+    """A method of the local store that the HTTP API does not serve (erasure, maintenance, the graph), called
+    on a remote store (``pmem.connect``)."""
+
+    kind = "not served"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} is not served over HTTP: call it where the store is (pmem.open, or its "
+                         "pmem command)")
+        self.method = method
 
 
 class MissingExtra(PmemError, ImportError):

@@ -30,12 +30,15 @@ del _here, _root, _beside
 
 from pmem.domain.errors import (  # noqa: E402 (the search path above must be set first)
     ConflictRetriesExhausted,
+    DeadlinePassed,
     EmbedderBadResponse,
     EmbedderUnavailable,
     Forbidden,
     InvalidBatch,
     InvalidOperation,
+    LimitExceeded,
     MissingExtra,
+    NotServed,
     PmemError,
     ProjectionStopped,
     RetryConflict,
@@ -48,25 +51,36 @@ from pmem.domain.operations import Evidence, Operation, parse_operation  # noqa:
 from pmem.domain.views import CellView, Head, History, Receipt, VersionView  # noqa: E402
 
 if TYPE_CHECKING:
+    from pmem.adapters.client.async_remote import AsyncRemoteStore, connect_async
+    from pmem.adapters.client.remote import RemoteStore, connect
     from pmem.adapters.service.store import Store, open_store
 
     open = open_store  # noqa: A001
 
-_LAZY = {"Store": "Store", "open_store": "open_store", "open": "open_store"}
+# name -> (module, attribute), imported on first use
+_LAZY = {"Store": ("pmem.adapters.service.store", "Store"),
+         "open_store": ("pmem.adapters.service.store", "open_store"),
+         "open": ("pmem.adapters.service.store", "open_store"),
+         "connect": ("pmem.adapters.client.remote", "connect"),
+         "RemoteStore": ("pmem.adapters.client.remote", "RemoteStore"),
+         "connect_async": ("pmem.adapters.client.async_remote", "connect_async"),
+         "AsyncRemoteStore": ("pmem.adapters.client.async_remote", "AsyncRemoteStore")}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from pmem.adapters.service import store
+        import importlib
 
-        return getattr(store, _LAZY[name])
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'pmem' has no attribute {name!r}")
 
 
 __all__ = [
-    "CellView", "ConflictRetriesExhausted", "EmbedderBadResponse", "EmbedderUnavailable",
-    "Evidence", "Forbidden", "Head", "History", "InvalidBatch",
-    "InvalidOperation", "MissingExtra", "Operation", "PmemError", "ProjectionStopped", "Receipt", "RetryConflict",
-    "Store", "StoreClosed", "StoreError", "StoreUnavailable", "Unauthorized",
-    "VersionView", "open", "open_store", "parse_operation",
+    "AsyncRemoteStore", "CellView", "ConflictRetriesExhausted", "DeadlinePassed", "EmbedderBadResponse",
+    "EmbedderUnavailable", "Evidence", "Forbidden", "Head", "History", "InvalidBatch", "InvalidOperation",
+    "LimitExceeded", "MissingExtra", "NotServed", "Operation", "PmemError", "ProjectionStopped", "Receipt",
+    "RetryConflict",
+    "RemoteStore", "Store", "StoreClosed", "StoreError", "StoreUnavailable", "Unauthorized",
+    "VersionView", "connect", "connect_async", "open", "open_store", "parse_operation",
 ]
