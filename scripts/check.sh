@@ -10,4 +10,5 @@ tree=build/typecheck/pmem
 mkdir -p "$tree"
 ln -sfn ../../../pmem/__init__.py "$tree/__init__.py"
 for layer in domain projections adapters; do ln -sfn "../../../$layer" "$tree/$layer"; done
+ln -sfn ../../../pmem/integrations "$tree/integrations"  # pmem's own subpackage
 MYPYPATH=build/typecheck .venv/bin/mypy -p pmem

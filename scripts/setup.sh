@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv if missing and install P-Mem from the hashed lock. Shared by demo.sh and test.sh.
-# The lock holds the core and the dev, postgres, llm, bench, graph and server extras (everything the demo and the
+# The lock holds the core and the dev, postgres, llm, bench, graph, server and langgraph extras (everything the demo and the
 # tests use), so P-Mem itself is installed with --no-deps. To regenerate it, see its header.
 set -euo pipefail
 cd "$(dirname "$0")/.."

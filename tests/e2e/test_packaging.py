@@ -93,6 +93,8 @@ def test_the_wheel_holds_one_top_level_package_and_the_embedder_data(wheel: Path
     assert {data + "tokenizer.json", data + "NOTICE"} <= set(names)
     ui = "pmem/adapters/servers/ui/assets/"  # the memory inspector's page (docs/inspector.md)
     assert {ui + "index.html", ui + "inspector.js", ui + "inspector.css"} <= set(names)
+    integrations = {f"pmem/integrations/{p.name}" for p in (ROOT / "pmem" / "integrations").glob("*.py")}
+    assert integrations and integrations <= set(names), sorted(integrations - set(names))  # docs/integrations.md
     # Every module of each layer is inside pmem/, and nothing else came along (no tests, no scripts).
     sources = {f"pmem/{layer}/{p.relative_to(ROOT / layer).as_posix()}" for layer in LAYERS
                for p in (ROOT / layer).rglob("*.py")}

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = (("pmem", ROOT / "pmem"), ("pmem.domain", ROOT / "domain"), ("pmem.projections", ROOT / "projections"),
-           ("pmem.adapters", ROOT / "adapters"))
+           ("pmem.adapters", ROOT / "adapters"), ("pmem.integrations", ROOT / "pmem" / "integrations"))
 # What each room may import of the package besides itself (docs/architecture.md has the same table).
 # The core (domain, projections) is below every room of adapters, so it is not listed there.
 MAY_IMPORT: dict[str, set[str]] = {
@@ -32,6 +32,9 @@ MAY_IMPORT: dict[str, set[str]] = {
                               "pmem.adapters.search", "pmem.adapters.embedders", "pmem.adapters.llm",
                               "pmem.adapters.graph", "pmem.adapters.sources", "pmem.adapters.progress"},
     "pmem.adapters.servers": {"pmem.adapters.service"},
+    "pmem.adapters.client": set(),
+    # The doors for other frameworks' code sit outside the layers, on the public face and the ingest path.
+    "pmem.integrations": {"pmem", "pmem.domain", "pmem.adapters.service", "pmem.adapters.sources"},
 }
 CORE = {"pmem.domain", "pmem.projections"}
 IO_LIBRARIES = {"sqlite3", "sqlite_utils", "faiss", "litellm", "onnxruntime", "orjson", "socket", "subprocess",

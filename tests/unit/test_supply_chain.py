@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"
-SETUP_EXTRAS = ("dev", "postgres", "llm", "bench", "graph", "server")
+SETUP_EXTRAS = ("dev", "postgres", "llm", "bench", "graph", "server", "langgraph")
 EXPECTED_PTH = re.compile(r"^(distutils-precedence|__editable__\.pmem-[\w.]+|_virtualenv)\.pth$")
 
 
@@ -75,7 +75,7 @@ def test_litellm_is_not_a_core_dependency_but_pinned_exactly_in_the_llm_extra_an
 
 def test_the_lock_covers_every_extra_that_setup_installs() -> None:
     """scripts/setup.sh installs the lock alone (then pmem with --no-deps): it must hold the core and the
-    dev, postgres, llm, bench, graph and server extras, so the demo and every test run from it."""
+    dev, postgres, llm, bench, graph, server and langgraph extras, so the demo and every test run from it."""
     header = LOCK.read_text().split("\n\n", 1)[0]
     assert all(f"--extra={e}" in header for e in SETUP_EXTRAS), header
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
