@@ -92,7 +92,8 @@ class LogAccess:
                 c.executemany(s.log.scrub(), forgetting.scrub)
         if states is not None:
             self.states.write(c, states())
-            c.execute(s.state.advance(), (first + count - 1, first - 1))
+            if count:  # (no events, no write: an empty batch holds only a read snapshot, which may be stale)
+                c.execute(s.state.advance(), (first + count - 1, first - 1))
 
     # -- reads ----------------------------------------------------------------------------------
     def select_cells(self, ids: Sequence[UUID], upto: int | None = None) -> RawRows:

@@ -50,7 +50,7 @@ def send_from_every_process(db: str, tmp_path: Path) -> set[int]:
             proc.stdin.write("go\n")
             proc.stdin.close()
         for proc in procs:
-            assert proc.wait(timeout=TIMEOUT_S) == 0, proc.communicate()[1]
+            assert proc.wait(timeout=TIMEOUT_S) == 0, proc.stderr.read() if proc.stderr else ""
     finally:
         for proc in procs:
             if proc.poll() is None:
