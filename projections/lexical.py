@@ -64,15 +64,31 @@ def subject_words(key: str) -> tuple[str, ...]:
     return tuple(words(key.partition(".")[0]))
 
 
+class Phrases:
+    """The runs of adjacent words in a question, by length, so each subject is looked up once: a search
+    asks for every candidate's subject, and a long question times hundreds of candidates was most of a
+    search's work when each one scanned the question."""
+
+    def __init__(self, question: Sequence[str]) -> None:
+        self.question = tuple(question)
+        self._runs: dict[int, set[tuple[str, ...]]] = {}
+
+    def names(self, subject: Sequence[str]) -> bool:
+        """Whether the question's words hold the subject's words, in order and next to each other. A
+        subject of stopwords alone (``my``, ``it``) is never named."""
+        n = len(subject)
+        if n == 0 or all(w in STOPWORDS for w in subject):
+            return False
+        runs = self._runs.get(n)
+        if runs is None:
+            q = self.question
+            runs = self._runs[n] = {q[i:i + n] for i in range(len(q) - n + 1)}
+        return tuple(subject) in runs
+
+
 def names_subject(question: Sequence[str], subject: Sequence[str]) -> bool:
-    """Whether the question's words hold the subject's words, in order and next to each other. A
-    subject of stopwords alone (``my``, ``it``) is never named."""
-    n = len(subject)
-    if n == 0 or all(w in STOPWORDS for w in subject):
-        return False
-    first = subject[0]
-    return any(question[i] == first and tuple(question[i:i + n]) == tuple(subject)
-               for i in range(len(question) - n + 1))
+    """:meth:`Phrases.names` for one subject."""
+    return Phrases(question).names(subject)
 
 
 def query_terms(query: str) -> list[str]:

@@ -27,7 +27,7 @@ from pmem.adapters.search.faiss_index import FaissIndex, Vectors
 from pmem.adapters.search.vector_search import Hit, VectorSearch, top_cells
 from pmem.domain.extraction.key_identity import is_system_key
 from pmem.projections.fusion import fused
-from pmem.projections.lexical import names_subject, subject_words, words
+from pmem.projections.lexical import Phrases, subject_words, words
 
 DEPTH = 32  # cells each channel proposes (at least 2k)
 FIRST_MATCHES = 2  # documents the lexical channel reads first, per cell it wants; 4x more while it lacks cells
@@ -76,8 +76,8 @@ class HybridSearch:
         if lexical_only:
             ids = np.array([h.vector_id for h in lexical_only], dtype=np.int64)
             cosine.update({h.cell: float(s) for h, s in zip(lexical_only, index.scores(qv, ids), strict=True)})
-        asked = words(query)
-        boosted = {c for c, h in hits.items() if names_subject(asked, subject_words(h.key))}
+        asked = Phrases(words(query))
+        boosted = {c for c, h in hits.items() if asked.names(subject_words(h.key))}
         ranked = fused([[h.cell for h in by_vector], [h.cell for h in by_words]], boosted, cosine)
         return n, [Hit(c, hits[c].key, hits[c].vid, hits[c].vector_id, score) for c, score in ranked[:k]]
 

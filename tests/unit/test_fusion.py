@@ -15,6 +15,8 @@ from pmem.projections.lexical import (
     COMMON_MIN,
     MAX_TERMS,
     POSTINGS_BUDGET,
+    STOPWORDS,
+    Phrases,
     chosen_terms,
     idf,
     names_subject,
@@ -86,6 +88,20 @@ def test_the_subject_is_the_key_before_its_first_dot_named_as_adjacent_words() -
     assert not names_subject(q, ())
     assert names_subject(words("where is the toilet now?"), subject_words("toilet.location"))
     assert not names_subject(words("where is the toilet now?"), subject_words("desk.location"))
+
+
+VOCAB = st.sampled_from(["entity", "00042", "my", "desk", "city", "person", "the"])
+
+
+@given(st.lists(VOCAB, max_size=30), st.lists(st.lists(VOCAB, max_size=4), max_size=8))
+def test_one_phrases_table_answers_as_a_scan_of_the_question_for_each_subject(
+        question: list[str], subjects: list[list[str]]) -> None:
+    asked = Phrases(question)
+    for subject in subjects:
+        n = len(subject)
+        scanned = n > 0 and not all(w in STOPWORDS for w in subject) and any(
+            question[i:i + n] == subject for i in range(len(question) - n + 1))
+        assert asked.names(subject) == scanned, (question, subject)
 
 
 def test_query_terms_drop_stopwords_unless_nothing_else_is_left() -> None:
