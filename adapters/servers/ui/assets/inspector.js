@@ -426,7 +426,9 @@ function receipts(events) {
 }
 
 // -- the graph neighbourhood --------------------------------------------------------------------------
-const NEXT_AUTO_EVENTS = 10000;  // above this, what_next (it ranks the whole graph: minutes) waits for a click
+// Now, what_next reads stored scores (a top-k query); at an earlier time it ranks that moment's whole graph,
+// which on a large store takes long: above this many events, that waits for a click.
+const NEXT_AUTO_EVENTS = 10000;
 
 async function graphView(key) {
   const hood = await api("/v1/inspect/neighbourhood", {of: key, as_of: asOf(), depth: 1});
@@ -440,8 +442,8 @@ async function graphView(key) {
       h("div", {id: "graph"})),
     h("aside", {}, panel, next)));
   drawGraph();
-  if (state.last <= NEXT_AUTO_EVENTS) return whatNext(next);
-  next.append(h("p", {class: "muted"}, `Ranks the whole graph: slow on a store of ${state.last} events (the rest of the page stays usable).`),
+  if (asOf() === null || state.last <= NEXT_AUTO_EVENTS) return whatNext(next);
+  next.append(h("p", {class: "muted"}, `Ranks the whole graph as it was then: slow on a store of ${state.last} events (the rest of the page stays usable).`),
     h("button", {type: "button", id: "compute-next", onclick: () => whatNext(next)}, "Compute"));
 }
 
