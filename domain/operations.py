@@ -18,7 +18,7 @@ validation"): :func:`checked_namespace`, :func:`checked_string`, :func:`checked_
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -170,6 +170,28 @@ _PLAIN = (str, int, bool, type(None))
 _REFUSED = (msgspec.ValidationError, msgspec.DecodeError, msgspec.EncodeError, ValueError, OverflowError, TypeError)
 _ANY_STRUCT = OpStruct | Noop
 _NO_BLANK = frozenset({"namespace", "value", "new_value", "old_value"})  # whitespace only is no value
+
+
+
+DISCLOSURES = frozenset({"history", "alternatives", "support"})  # what a read may disclose beside the value
+
+
+def disclosures(disclose: object) -> frozenset[str]:
+    """The disclosure modes asked for (``history``, ``alternatives``, ``support``), from a list of names
+    (not a bare string); anything else is :class:`InvalidOperation` naming ``disclose``."""
+    if isinstance(disclose, (str, bytes, bytearray)) or not isinstance(disclose, Iterable):
+        raise InvalidOperation(f"disclose must be a list of disclosures, got {type(disclose).__name__}",
+                               field="disclose")
+    listed = list(disclose)
+    odd = next((m for m in listed if not isinstance(m, str)), None)
+    if odd is not None:
+        raise InvalidOperation(f"disclose must list strings, got {type(odd).__name__}", field="disclose")
+    modes = frozenset(m.strip() for m in listed if m.strip())
+    bad = sorted(modes - DISCLOSURES)
+    if bad:
+        raise InvalidOperation(f"unknown disclosure {bad[0]!r} (expected history, alternatives or support)",
+                               field="disclose")
+    return modes
 
 
 def parse_operation(d: Any, namespace: str = DEFAULT_NAMESPACE, key_edition: int = KEY_EDITION) -> Operation:

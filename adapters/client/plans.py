@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from pmem.adapters.client import wire
 from pmem.domain.errors import InvalidBatch, InvalidOperation, NotServed
-from pmem.domain.operations import Evidence, Operation, checked_count, checked_string, optional_count
+from pmem.domain.operations import Evidence, Operation, checked_count, checked_string, disclosures, optional_count
 from pmem.domain.views import CellView, History, Receipt
 from pmem.projections.frontier_view import summarize
 from pmem.projections.graph import prerequisite_key
@@ -29,7 +29,6 @@ from pmem.projections.vectors import SearchResult
 
 T = TypeVar("T")
 Plan = Generator[wire.Request, Any, T]
-DISCLOSURES = frozenset({"history", "alternatives", "support"})
 
 
 def _q(ns: str | None, **params: Any) -> dict[str, Any]:
@@ -50,21 +49,6 @@ def _no_system(system: object, method: str) -> None:
         raise NotServed(f"{method}(system=...)")
 
 
-def disclosures(disclose: Iterable[str]) -> frozenset[str]:
-    """The disclosures asked for, checked as the local store checks them."""
-    if isinstance(disclose, (str, bytes, bytearray)) or not isinstance(disclose, Iterable):
-        raise InvalidOperation(f"disclose must be a list of disclosures, got {type(disclose).__name__}",
-                               field="disclose")
-    listed = list(disclose)
-    odd = next((m for m in listed if not isinstance(m, str)), None)
-    if odd is not None:
-        raise InvalidOperation(f"disclose must list strings, got {type(odd).__name__}", field="disclose")
-    modes = frozenset(m.strip() for m in listed if m.strip())
-    bad = sorted(modes - DISCLOSURES)
-    if bad:
-        raise InvalidOperation(f"unknown disclosure {bad[0]!r} (expected history, alternatives or support)",
-                               field="disclose")
-    return modes
 
 
 # -- writes ----------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from pmem.domain.operations import (
     checked_count,
     checked_namespace,
     checked_string,
+    disclosures,
     optional_count,
 )
 from pmem.domain.views import CellView, History
@@ -33,7 +34,6 @@ from pmem.projections.replay import IndexedEvent, ReplayReader, Timeline, empty_
 
 LOG_PAGE = 5_000  # rows per read of ``log``
 PAGE_KEYS = 5_000  # keys a paged frontier read looks at per round
-DISCLOSURES = frozenset({"history", "alternatives", "support"})
 
 
 class Reads:
@@ -259,18 +259,3 @@ def checked_as_of(as_of: object) -> int | None:
     return optional_count(as_of, "as_of", "a non-negative event index")
 
 
-def disclosures(disclose: Iterable[str]) -> frozenset[str]:
-    """The disclosure modes asked for (``history``, ``alternatives``, ``support``); others are refused."""
-    if isinstance(disclose, (bytes, bytearray)) or not isinstance(disclose, Iterable):
-        raise InvalidOperation(f"disclose must be a list of disclosures, got {type(disclose).__name__}",
-                               field="disclose")
-    listed = list(disclose)
-    odd = next((m for m in listed if not isinstance(m, str)), None)
-    if odd is not None:
-        raise InvalidOperation(f"disclose must list strings, got {type(odd).__name__}", field="disclose")
-    modes = frozenset(m.strip() for m in listed if m.strip())
-    bad = sorted(modes - DISCLOSURES)
-    if bad:
-        raise InvalidOperation(f"unknown disclosure {bad[0]!r} (expected history, alternatives or support)",
-                               field="disclose")
-    return modes

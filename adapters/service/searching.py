@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from pmem.adapters.service.bootstrap import Wiring
-from pmem.adapters.service.reads import Reads, checked_as_of, checked_flag, disclosures
+from pmem.adapters.service.reads import Reads, checked_as_of, checked_flag
 from pmem.domain.errors import InvalidOperation, StoreUnavailable
-from pmem.domain.operations import checked_count, optional_count, shown, string_problem
+from pmem.domain.operations import checked_count, disclosures, optional_count, shown, string_problem
 from pmem.projections.graph import EntityGraph, Fact
 from pmem.projections.reading import ReadResult
 
