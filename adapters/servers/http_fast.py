@@ -47,7 +47,7 @@ class FastReads:
         if work is None:
             await self.app(scope, receive, send)
             return
-        response = await self.runtime.serve(bearer_token(scope), work)
+        response = await self.runtime.serve(bearer_token(scope), work, point=scope["path"].startswith(CELLS))
         await response(scope, receive, send)
 
 

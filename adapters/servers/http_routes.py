@@ -90,11 +90,12 @@ def _cells(app: FastAPI, rt: Runtime) -> None:
     @app.get("/v1/cells/{key}", summary="one cell, current value first")
     async def get(key: Key, as_of: AsOf = None, disclose: Disclose = "", namespace: Namespace = None,
             auth: Token = None) -> Response:
-        return await rt.serve(auth, lambda g: g.get(key, namespace, as_of, _listed(disclose)))
+        return await rt.serve(auth, lambda g: g.get(key, namespace, as_of, _listed(disclose)),
+                              point=True)
 
     @app.get("/v1/cells/{key}/history", summary="every version of a cell")
     async def history(key: Key, as_of: AsOf = None, namespace: Namespace = None, auth: Token = None) -> Response:
-        return await rt.serve(auth, lambda g: g.history(key, namespace, as_of))
+        return await rt.serve(auth, lambda g: g.history(key, namespace, as_of), point=True)
 
     @app.get("/v1/frontier", summary="every non-empty cell by key, one page at a time")
     async def frontier(as_of: AsOf = None,

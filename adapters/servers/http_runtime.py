@@ -94,12 +94,13 @@ class Runtime:
             return GuardedStore(store, None)
         return GuardedStore(store, store.credentials.authenticate(token))
 
-    async def serve(self, token: str | None, work: Callable[[GuardedStore], Any], *, write: bool = False
-                    ) -> Response:
+    async def serve(self, token: str | None, work: Callable[[GuardedStore], Any], *, write: bool = False,
+                    point: bool = False) -> Response:
         """:meth:`answer` on a worker thread, the event loop free meanwhile. Past the deadline a read is
         answered 503 at once (its thread stops at its next check of the deadline and its answer is
         dropped); a write is awaited, since it checks the deadline itself before it commits and answers
-        503 if past it, and then wakes the thread that keeps the projections current."""
+        503 if past it, and then wakes the thread that keeps the projections current. ``point``: a point
+        read (a cell, its history), which the pool keeps a store for."""
         import anyio
 
         deadline = Deadline(self.limits.deadline_s)
@@ -109,17 +110,17 @@ class Runtime:
             finally:
                 self.current.nudge()
         with anyio.move_on_after(deadline.left()):
-            return await anyio.to_thread.run_sync(self.answer, token, work, deadline, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(self.answer, token, work, deadline, point, abandon_on_cancel=True)
         return error_response(DeadlinePassed(f"the request ran past the deadline of {deadline.seconds:g} s "
                                              "(--deadline)"))
 
-    def answer(self, token: str | None, work: Callable[[GuardedStore], Any], deadline: Deadline | None = None
-               ) -> Response:
+    def answer(self, token: str | None, work: Callable[[GuardedStore], Any], deadline: Deadline | None = None,
+               point: bool = False) -> Response:
         """Run ``work`` on a store of its own; its result as JSON, or the error's JSON."""
         try:
             if self.store is None:
                 raise StoreUnavailable("the server's store is not open")
-            with self.pool.lend(deadline or Deadline(self.limits.deadline_s)) as store:
+            with self.pool.lend(deadline or Deadline(self.limits.deadline_s), point=point) as store:
                 response = json_response(work(self.guarded(store, token)))
             self._warming()
             return response

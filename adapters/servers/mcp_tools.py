@@ -66,12 +66,13 @@ class Tools:
             d = g.get(key, namespace, as_of, modes)
             return result(d, fmt.cell(d))
 
-        return guarded_call(self.access, ctx, work)
+        return guarded_call(self.access, ctx, work, point=True)
 
     def history(self, key: Key, ctx: Context, as_of: AsOf = None, namespace: Namespace = None) -> CallToolResult:
         """Every version a fact has had, oldest first, with status (active, superseded, contested,
         alternative, revoked, ...), when it opened and closed (event indices), source and trust."""
-        return guarded_call(self.access, ctx, lambda g: _shown(g.history(key, namespace, as_of), fmt.history))
+        return guarded_call(self.access, ctx, lambda g: _shown(g.history(key, namespace, as_of), fmt.history),
+                            point=True)
 
     def search(self, query: Annotated[str, Field(description="words to look for in keys and values")],
                ctx: Context, k: Annotated[int, Field(ge=1, le=100, description="how many facts")] = 5,

@@ -65,10 +65,14 @@ class ServedStore(Store):
 
 
 class StorePool:
-    """Up to ``size`` stores made by ``open_store``, each lent to one request at a time."""
+    """Up to ``size`` stores made by ``open_store``, each lent to one request at a time. A pool of three
+    or more keeps one of them for point reads (``lend(point=True)``: a cell, its history): searches and
+    reads, which take far longer, hold at most the others, so a ``get`` never queues behind them."""
 
     def __init__(self, open_store: Callable[[], ServedStore], size: int) -> None:
         self._open_store, self.size = open_store, size
+        self.others_max = size - 1 if size >= 3 else size  # stores lent at once to requests that are not point reads
+        self._others = 0
         self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
         self._idle: list[ServedStore] = []
         self._all: list[ServedStore | _Opening] = []
@@ -80,9 +84,10 @@ class StorePool:
             return store
 
     @contextmanager
-    def lend(self, deadline: Deadline) -> Iterator[ServedStore]:
-        """A store for one request, waiting at most until ``deadline`` for one to be free."""
-        store = self._take(deadline)
+    def lend(self, deadline: Deadline, *, point: bool = False) -> Iterator[ServedStore]:
+        """A store for one request, waiting at most until ``deadline`` for one to be free; ``point``: a
+        point read, which may take the store the others leave."""
+        store = self._take(deadline, point)
         store.deadline = deadline
         try:
             yield store
@@ -90,13 +95,18 @@ class StorePool:
             store.deadline = None
             with self._ready:
                 self._idle.append(store)
-                self._ready.notify()
+                self._others -= not point
+                self._ready.notify_all()  # (the waiters differ in what they may take)
 
-    def _take(self, deadline: Deadline) -> ServedStore:
+    def _may_take(self, point: bool) -> bool:
+        return (bool(self._idle) or len(self._all) < self.size) and (point or self._others < self.others_max)
+
+    def _take(self, deadline: Deadline, point: bool) -> ServedStore:
         with self._ready:
-            while not self._idle and len(self._all) >= self.size:
-                if not self._ready.wait(deadline.left()) and not self._idle:
+            while not self._may_take(point):
+                if not self._ready.wait(deadline.left()) and not self._may_take(point):
                     raise DeadlinePassed(f"no connection was free (all {self.size} busy; --connections)")
+            self._others += not point
             if self._idle:
                 return self._idle.pop()
             self._all.append(placeholder := _Opening())
@@ -105,7 +115,8 @@ class StorePool:
         except BaseException:
             with self._ready:
                 self._all.remove(placeholder)
-                self._ready.notify()
+                self._others -= not point
+                self._ready.notify_all()
             raise
         with self._ready:
             self._all[self._all.index(placeholder)] = store

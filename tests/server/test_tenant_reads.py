@@ -176,3 +176,19 @@ def test_a_search_past_the_deadline_stops_before_reading_its_cells(pool: StorePo
 
     with pool.lend(PassesAfterRanking(60)) as reader, pytest.raises(DeadlinePassed, match="cells were not read"):
         reader.search("secret", namespace="b")
+
+
+def test_a_pool_of_three_keeps_a_store_for_point_reads(db: str) -> None:
+    pool = StorePool(lambda: ServedStore(db, embedder="hashing"), 3)
+    try:
+        with pool.lend(Deadline(60)) as one, pool.lend(Deadline(60)) as two:
+            assert one is not two
+            with pytest.raises(DeadlinePassed, match="no connection was free"):  # a third search waits
+                with pool.lend(Deadline(0.2)):
+                    pass
+            with pool.lend(Deadline(5), point=True) as point:  # a get does not
+                assert point not in (one, two)
+        with pool.lend(Deadline(60)), pool.lend(Deadline(60)), pool.lend(Deadline(5), point=True):
+            pass  # once they are back, the same again: nothing leaked
+    finally:
+        pool.close()
