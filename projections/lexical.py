@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # domain.cell imports eventsourcing: reading the tables does 
     from pmem.domain.cell import CellEvent
 
 NAME = "lexical"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the namespace's word and document count (SQLite)
 _WORD = re.compile(r"[^\W_]+")
 CREATES = ("accept", "contest", "reject")  # events whose ``vid`` is a new version (reject: when it has a value)
 EVIDENCE = ("support", "resolve")  # events whose text is further evidence of their ``target`` version

@@ -4,9 +4,11 @@ evidence text, next to the log (the same SQLite file, or the same PostgreSQL sch
     pmem_tracking      (name='lexical', position, version)   the event index the rows reflect
     pmem_lex_versions  (version_id, cell, vid, namespace, key)   one row per version ever created, numbered
                                                                in creation order (as the vector projection)
-    pmem_lex_terms     (term, df)                              documents holding each word ('': all documents)
-    SQLite:     pmem_lex_fts, an FTS5 table: keywords, value, evidence (indexed), version_id, cell, vid,
-                event_index, namespace (stored only); ranked by BM25
+    pmem_lex_terms     (term, df)                              documents holding each word ('': all documents;
+                                                               '\x1f' + namespace: the namespace's)
+    SQLite:     pmem_lex_fts, an FTS5 table: keywords, value, evidence, ns (indexed; ``ns``: one token
+                naming the namespace), version_id, cell, vid, event_index, namespace (stored only);
+                ranked by BM25
     PostgreSQL: pmem_lex_docs, the same columns with one weighted ``tsvector`` (keywords A, value B,
                 evidence C) under a GIN index; ranked by the BM25 idf of the terms it holds plus ``ts_rank``
 
@@ -18,6 +20,7 @@ from the vector projection, whose numbering of versions this one shares.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
@@ -30,7 +33,11 @@ from pmem.projections.replay import IndexedEvent
 
 BATCH_SIZE = 10_000
 VERSIONS, TERMS, FTS, DOCS = "pmem_lex_versions", "pmem_lex_terms", "pmem_lex_fts", "pmem_lex_docs"
-FIELD_WEIGHTS = (2.0, 1.0, 1.0)  # BM25 weights of keywords, value, evidence (SQLite)
+FIELD_WEIGHTS = (2.0, 1.0, 1.0, 0.0)  # BM25 weights of keywords, value, evidence, ns (SQLite)
+NS_TERM = "\x1f"  # before a namespace in the terms table: its documents (no word holds this character)
+# A search ranks only its namespace's documents when these are under this share of all: filtering costs
+# a store of one namespace up to twice the time, and saves a tenant among many nearly all of it.
+NS_FILTER_SHARE = 0.5
 Match = tuple[int, str, int, str, int, float]  # version_id, cell, vid, namespace, event_index, score (higher: better)
 
 
@@ -67,7 +74,7 @@ class LexicalProjection(TrackedProjection):
         self.conn.execute(f"CREATE TABLE IF NOT EXISTS {TERMS} (term TEXT PRIMARY KEY, df {i} NOT NULL)")
         if self.fts5:
             self.conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS} USING fts5(keywords, value, evidence, "
-                              "version_id UNINDEXED, cell UNINDEXED, vid UNINDEXED, event_index UNINDEXED, "
+                              "ns, version_id UNINDEXED, cell UNINDEXED, vid UNINDEXED, event_index UNINDEXED, "
                               "namespace UNINDEXED, tokenize='unicode61 remove_diacritics 0')")
         else:
             self.conn.execute(f"CREATE TABLE IF NOT EXISTS {DOCS} (version_id {i} NOT NULL, cell TEXT NOT NULL, "
@@ -90,16 +97,18 @@ class LexicalProjection(TrackedProjection):
         self.conn.executemany(f"INSERT INTO {VERSIONS} VALUES (?, ?, ?, ?, ?)", versions)
         ids = {(cell, vid): vid_id for vid_id, cell, vid, _, _ in versions}
         ids.update(self._version_ids({(d.cell, d.vid) for d in docs} - ids.keys()))
-        self.conn.executemany(self._insert_doc(), [_doc_row(ids[(d.cell, d.vid)], d) for d in docs])
+        self.conn.executemany(self._insert_doc(), [(*_doc_row(ids[(d.cell, d.vid)], d), *(
+            (ns_token(d.namespace),) if self.fts5 else ())) for d in docs])
         df = Counter(t for d in docs for t in d.terms())
         df[""] = len(docs)
+        df.update(NS_TERM + d.namespace for d in docs)
         self.conn.executemany(f"INSERT INTO {TERMS} VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET "
                               f"df = {TERMS}.df + excluded.df", sorted(df.items()))
 
     def _insert_doc(self) -> str:
         if self.fts5:
-            return (f"INSERT INTO {FTS} (version_id, cell, vid, event_index, namespace, keywords, value, evidence) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+            return (f"INSERT INTO {FTS} (version_id, cell, vid, event_index, namespace, keywords, value, evidence, "
+                    "ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         return (f"INSERT INTO {DOCS} VALUES (?, ?, ?, ?, ?, setweight(to_tsvector('simple', ?), 'A') || "
                 "setweight(to_tsvector('simple', ?), 'B') || setweight(to_tsvector('simple', ?), 'C'))")
 
@@ -107,8 +116,8 @@ class LexicalProjection(TrackedProjection):
         """Delete the documents of forgotten cells and take their words out of the document
         frequencies; on SQLite, FTS5 then merges its segments (``optimize``), so the deleted
         documents' tokens are gone from the index too, not only marked deleted."""
-        table, columns = ((FTS, "rowid, keywords, value, evidence") if self.fts5
-                          else (DOCS, "version_id, tsvector_to_array(doc)"))
+        table, columns = ((FTS, "namespace, keywords, value, evidence") if self.fts5
+                          else (DOCS, "namespace, tsvector_to_array(doc)"))
         marks = ",".join("?" * len(cells))
         rows = self.conn.execute(f"SELECT {columns} FROM {table} WHERE cell IN ({marks})", cells).fetchall()
         if not rows:
@@ -117,6 +126,7 @@ class LexicalProjection(TrackedProjection):
         for row in rows:
             df.update(set(" ".join(row[1:]).split()) if self.fts5 else set(row[1]))
         df[""] = len(rows)
+        df.update(NS_TERM + row[0] for row in rows)
         self.conn.executemany(f"UPDATE {TERMS} SET df = df - ? WHERE term = ?", [(n, t) for t, n in df.items()])
         self.conn.execute(f"DELETE FROM {TERMS} WHERE df <= 0 AND term <> ''")
         self.conn.execute(f"DELETE FROM {table} WHERE cell IN ({marks})", cells)
@@ -142,20 +152,31 @@ class LexicalProjection(TrackedProjection):
         chosen = chosen_terms(wanted, df, total)
         return chosen, {t: idf(df[t], total) for t in chosen}
 
+    def _few_of_all(self, namespace: str) -> bool:
+        """Whether ``namespace`` holds under :data:`NS_FILTER_SHARE` of all documents."""
+        df = dict(self.conn.execute(f"SELECT term, df FROM {TERMS} WHERE term IN (?, ?)",
+                                    ("", NS_TERM + namespace)).fetchall())
+        return int(df.get(NS_TERM + namespace, 0)) < NS_FILTER_SHARE * int(df.get("", 0))
+
     def matches(self, terms: dict[str, float], namespace: str, upto: int, limit: int) -> list[Match]:
         """The ``limit`` documents that hold any of ``terms`` (term -> idf) best, best first: by BM25 on
         SQLite, by the idf of the terms each holds plus ``ts_rank`` on PostgreSQL. Each comes with its
-        namespace and event index: SQLite ranks the documents of every namespace and index (reading those
-        stored columns of every match would cost more than ranking them), PostgreSQL only those of
-        ``namespace`` up to ``upto``; the caller keeps the ones it may use."""
+        namespace and event index. SQLite ranks the documents of every index, and of ``namespace`` alone
+        when it holds few of them (by its indexed ``ns`` word: one tenant's search then costs what its
+        own documents cost), else of every namespace (reading the stored columns of every match would
+        cost more than ranking them); PostgreSQL ranks only those of ``namespace`` up to ``upto``; the
+        caller keeps the ones it may use."""
         if not terms:
             return []
         if self.fts5:
+            match = " OR ".join(f'"{t}"' for t in terms)
+            if self._few_of_all(namespace):
+                match = f'ns : "{ns_token(namespace)}" AND ({match})'
             rows = self.conn.execute(
                 f"SELECT f.version_id, f.cell, f.vid, f.namespace, f.event_index, -m.r FROM (SELECT rowid AS id, "
-                f"bm25({FTS}, ?, ?, ?) AS r FROM {FTS} WHERE {FTS} MATCH ? ORDER BY r LIMIT ?) AS m "
+                f"bm25({FTS}, ?, ?, ?, ?) AS r FROM {FTS} WHERE {FTS} MATCH ? ORDER BY r LIMIT ?) AS m "
                 f"JOIN {FTS} AS f ON f.rowid = m.id ORDER BY m.r",
-                (*FIELD_WEIGHTS, " OR ".join(f'"{t}"' for t in terms), limit)).fetchall()
+                (*FIELD_WEIGHTS, match, limit)).fetchall()
         else:
             held = " + ".join("CASE WHEN doc @@ plainto_tsquery('simple', ?) THEN ? ELSE 0 END" for _ in terms)
             rows = self.conn.execute(
@@ -165,6 +186,12 @@ class LexicalProjection(TrackedProjection):
                 (*[x for t, w in terms.items() for x in (t, w)], " | ".join(f"'{t}'" for t in terms),
                  namespace, upto, limit)).fetchall()
         return [(int(v), str(c), int(vid), str(ns), int(i), float(r)) for v, c, vid, ns, i, r in rows]
+
+
+def ns_token(namespace: str) -> str:
+    """The one word the ``ns`` column holds for ``namespace`` (any namespace, punctuation included,
+    becomes a single token FTS5 cannot confuse with another's)."""
+    return "n" + hashlib.blake2b(namespace.encode(), digest_size=12).hexdigest()
 
 
 def _doc_row(version_id: int, d: Doc) -> tuple[Any, ...]:

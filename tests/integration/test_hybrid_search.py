@@ -193,6 +193,30 @@ def test_search_is_scoped_to_the_namespace(db: str) -> None:
         assert keys(a.search("quito", namespace="b", k=1)) == ["city"]
 
 
+def test_a_small_namespace_ranks_only_its_own_documents_and_finds_what_ranking_all_would(
+        db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pmem.adapters.readmodels.lexical_projection as lexical
+
+    with pmem.open(db, embedder=HashingEmbedder()) as store:
+        store.apply([{"op": "accept", "key": f"person {i} city", "value": f"city {i % 7}", "namespace": "big"}
+                     for i in range(300)])
+        store.apply([{"op": "accept", "key": f"person {i} city", "value": f"city {i % 7}", "namespace": "small.one"}
+                     for i in range(12)])
+        store.forget("person 11 city", namespace="small.one")
+        lex: LexicalProjection = store.projections["lexical"]
+        store.search("city", namespace="small.one")
+        counts = dict(lex.conn.execute(f"SELECT term, df FROM {TERMS} WHERE term LIKE ?", ("\x1f%",)).fetchall())
+        assert counts == {"\x1fbig": 300, "\x1fsmall.one": 11}  # a forget takes its documents out
+        assert lex._few_of_all("small.one") and not lex._few_of_all("big")
+        asked = {"city": 1.0, "person": 1.0}
+        filtered = lex.matches(asked, "small.one", store.last_index(), 50)
+        assert len(filtered) == 11 and {m[3] for m in filtered} == {"small.one"}
+        monkeypatch.setattr(lexical, "NS_FILTER_SHARE", 0.0)  # rank every namespace's documents
+        everything = lex.matches(asked, "small.one", store.last_index(), 400)
+        assert [m for m in everything if m[3] == "small.one"] == filtered
+        assert keys(store.search("person 3 city", namespace="small.one", k=3))[0] == "person_3_city"
+
+
 def test_system_cells_are_hidden_unless_asked_for(db: str) -> None:
     with pmem.open(db) as store:
         store.accept("home city", "Paris")
