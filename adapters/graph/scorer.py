@@ -87,7 +87,7 @@ class ScoreWorker:
         from pmem.adapters.graph.scores import stored_values
         from pmem.projections.graph import build_graph, without_system
 
-        with self.lock:
+        with self.lock, self.projection.fold_lock:  # (the lock a server's stores fold under)
             if self._closed:
                 return
             self.projection.catch_up()

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.service.credentials import Credentials
+from pmem.adapters.service.searching import ScorerSlot
 from pmem.adapters.service.store import Store
 from pmem.domain.operations import Operation
 from pmem.domain.views import Receipt
@@ -34,10 +35,12 @@ class ServedStore(Store):
         self._deadline: Deadline | None = None
         self._no_deadline = self._w.until
 
-    def share_folding(self, fold_locks: dict[str, threading.Lock]) -> None:
-        """Fold each projection under the lock ``fold_locks`` holds for it (the first store gives its own)."""
+    def share_folding(self, fold_locks: dict[str, threading.Lock], scoring: ScorerSlot) -> None:
+        """Fold each projection under the lock ``fold_locks`` holds for it (the first store gives its own),
+        and keep ``next``'s scores current with the worker of ``scoring`` (one per process)."""
         for name, projection in self.projections.items():
             projection.fold_lock = fold_locks.setdefault(name, projection.fold_lock)
+        self._searches.scoring = scoring
 
     @property
     def deadline(self) -> Deadline | None:
@@ -74,6 +77,7 @@ class StorePool:
         self.others_max = size - 1 if size >= 3 else size  # stores lent at once to requests that are not point reads
         self._others = 0
         self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
+        self.scoring = ScorerSlot()  # and one score worker
         self._idle: list[ServedStore] = []
         self._all: list[ServedStore | _Opening] = []
         self._ready = threading.Condition()
@@ -127,7 +131,7 @@ class StorePool:
         folds while the others wait: ``TrackedProjection.catch_up_for``); the pool does not count it
         unless it lends it."""
         store = self._open_store()
-        store.share_folding(self.fold_locks)
+        store.share_folding(self.fold_locks, self.scoring)
         return store
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -22,13 +23,23 @@ RANKINGS = ("hybrid", "vector")  # search: both channels fused, or the vector ch
 SCORE_WAIT_S = 2.0  # how long ``next`` waits for stale graph scores by default: well inside a server's deadline
 
 
+class ScorerSlot:
+    """Where the :class:`~pmem.adapters.graph.scorer.ScoreWorker` of one or more stores is kept: a server's
+    stores share one, so a process scores each namespace once, not once per pooled store."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.worker: ScoreWorker | None = None
+
+
 class Searches:
     """Hybrid search over open versions, context reading, and the graph projection."""
 
     def __init__(self, wiring: Wiring, reads: Reads) -> None:
         self.w = wiring
         self.reads = reads
-        self._scorer: ScoreWorker | None = None  # started by the first ``next`` that finds stale scores
+        self._scorer: ScoreWorker | None = None  # the worker this store started, if any
+        self.scoring = ScorerSlot()  # the worker ``next`` uses: this store's, or one a server's stores share
 
     def search(self, query: str, k: int = DEFAULT_K, *, as_of: int | None = None,
                namespace: str | None = None, system: bool = False, ranking: str = "hybrid") -> list[SearchResult]:
@@ -134,27 +145,35 @@ class Searches:
         ns = self.reads.namespace(namespace)
         projection = self.w.projections["graph"]
         with self.w.lock:
-            projection.catch_up()
+            # only this namespace's events are folded: current scores then hold at ``last`` too
+            last = self.reads.last_index()
+            projection.catch_up_for(ns, None, self.w.until, self.w.progress)
             projection.check_readable(ns, None)
             current = projection.scored(ns)[2]
         if not current:
             self.scorer().wait(lambda: bool(projection.scored(ns)[2]), wait)
         with self.w.lock:
-            position, top, _ = projection.scored(ns)
+            position, top, current = projection.scored(ns)
             rows = projection.next_rows(ns, k, previous)
-            return ranked(rows, k, top, projection.community_of(ns, previous), position)
+            return ranked(rows, k, top, projection.community_of(ns, previous), max(position, last) if current
+                          else position)
 
     def scorer(self) -> ScoreWorker:
+        """The worker of :attr:`scoring`, started on this store by the first request thread that asks."""
         from pmem.adapters.graph.scorer import ScoreWorker
 
-        with self.w.lock:  # one worker per store, whichever request thread asks first
-            if self._scorer is None:
-                self._scorer = ScoreWorker(self.w.projections["graph"], self.w.lock)
-            return self._scorer
+        with self.scoring.lock:
+            if self.scoring.worker is None:
+                self._scorer = self.scoring.worker = ScoreWorker(self.w.projections["graph"], self.w.lock)
+            return self.scoring.worker
 
     def close(self) -> None:
-        """Stop the score worker; once no round holds the store's lock, none will take it again."""
+        """Stop the score worker this store started; once no round holds the store's lock, none will take
+        it again (a store that shares the slot starts another when next asked)."""
         if self._scorer is not None:
+            with self.scoring.lock:
+                if self.scoring.worker is self._scorer:
+                    self.scoring.worker = None
             self._scorer.close()
             with self.w.lock:
                 pass

@@ -192,3 +192,16 @@ def test_a_pool_of_three_keeps_a_store_for_point_reads(db: str) -> None:
             pass  # once they are back, the same again: nothing leaked
     finally:
         pool.close()
+
+
+def test_a_pools_stores_share_one_score_worker_and_next_answers_as_of_now(pool: StorePool) -> None:
+    with pool.lend(Deadline(60)) as one, pool.lend(Deadline(60)) as two:
+        one.apply([{"op": "accept", "key": "ada.author", "value": "Bob", "namespace": "b"},
+                   {"op": "contest", "key": "ada.author", "value": "Cy", "namespace": "b"}])
+        first = one.what_next(k=3, namespace="b", wait=None)
+        two.accept("other", "x", namespace="a")  # another namespace's write: b's scores stay current
+        second = two.what_next(k=3, namespace="b", wait=None)
+        assert first and [p["entity"] for p in second] == [p["entity"] for p in first]
+        assert second[0]["as_of"] == two.last_index()
+        assert one._searches.scoring is two._searches.scoring is pool.scoring
+        assert pool.scoring.worker is not None and pool.scoring.worker.rounds >= 1  # one worker scored both
