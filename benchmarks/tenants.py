@@ -185,6 +185,9 @@ def report(run: Run, tenants: list[Tenant], base: list[Any], loaded: list[Any]) 
         rows.append({"phase": name, "requests": sum(statuses.values()),
                      "not 200": sum(n for s, n in statuses.items() if s != 200),
                      **{f"{k} {q}": ms(of(rs, k), int(q[1:])) for k in ("get", "search") for q in ("p50", "p99")}})
+    run.figures["not_200"] = {name: {f"{kind} {status}": sum(1 for r in rs if r[1] == kind and r[2] == status)
+                                     for (_, kind, status, _) in rs if status != 200}
+                              for name, rs in (("without", base), ("with the heavy tenant", loaded))}
     heavy_rows = [r for r in loaded if r[0] == -1]
     rows[1]["heavy requests"] = len(heavy_rows)
     rows[0]["heavy requests"] = 0
