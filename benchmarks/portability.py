@@ -51,8 +51,10 @@ def make_source(path: str, events: int, cells: int) -> None:
 
 def source_rows(path: str) -> Any:
     conn = sqlite3.connect(path)
-    return conn.execute("SELECT rowid, originator_id, originator_version, topic, state FROM stored_events "
-                        "ORDER BY rowid")
+    from pmem.adapters.eventstore.log_sql import LogSql, SqliteDialect
+
+    log = LogSql(SqliteDialect()).log
+    return conn.execute(f"SELECT {log.verbatim_columns()} FROM {log.d.events} ORDER BY {log.d.index}")
 
 
 def phase_source(path: str, events: str, cells: str) -> int:
@@ -80,15 +82,18 @@ def phase_import(target: str, file: str) -> int:
 
 def phase_raw_sqlite(target: str, source: str) -> int:
     from pmem.adapters.eventstore.eventlog import EventLog
+    from pmem.adapters.eventstore.log_sql import LogSql, SqliteDialect
 
     EventLog(target).close()  # the same tables
     conn = sqlite3.connect(target, isolation_level=None)
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("BEGIN IMMEDIATE")
-    conn.executemany("INSERT INTO stored_events (rowid, originator_id, originator_version, topic, state) "
-                     "VALUES (?,?,?,?,?)", source_rows(source))
+    log = LogSql(SqliteDialect()).log
+    columns = log.verbatim_columns()
+    conn.executemany(f"INSERT INTO {log.d.events} ({columns}) VALUES ({','.join('?' * len(columns.split(',')))})",
+                     source_rows(source))
     conn.execute("COMMIT")
-    return int(conn.execute("SELECT COUNT(*) FROM stored_events").fetchone()[0])
+    return int(conn.execute(f"SELECT COUNT(*) FROM {log.d.events}").fetchone()[0])
 
 
 def phase_raw_pg(target: str, source: str) -> int:

@@ -20,10 +20,14 @@ import msgspec
 import orjson
 
 import pmem
+from pmem.adapters.eventstore.log_sql import EVENT_COLUMNS, SQLITE_EVENTS
 
 PMEM_BIN = Path(sys.executable).parent / "pmem"
-EVENTS_TABLE = ("CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic TEXT, "
-                "state BLOB, PRIMARY KEY (originator_id, originator_version))")  # eventsourcing's schema
+# eventsourcing's schema, its table and column names as the log's SQL writes them (log_sql)
+EVENTS_TABLE = (f"CREATE TABLE {SQLITE_EVENTS} ("
+                + ", ".join(f"{c} {t}" for c, t in zip(EVENT_COLUMNS, ("TEXT", "INTEGER", "TEXT", "BLOB"), strict=True))
+                + f", PRIMARY KEY ({', '.join(EVENT_COLUMNS[:2])}))")
+INSERT_EVENTS = f"INSERT INTO {SQLITE_EVENTS} VALUES ({','.join('?' * len(EVENT_COLUMNS))})"
 PLAIN_TABLE = "CREATE TABLE ops (key TEXT, body BLOB)"
 Row = tuple[str, int, str, bytes]
 PEAK_RSS: list[int] = []  # the CLI runs' peak RSS, bytes
@@ -110,8 +114,7 @@ def run_api(lines: list[bytes], db: Path, sealed: bool = True) -> float:
 def event_rows(db: Path) -> list[Row]:
     """The exact rows P-Mem stored, in log order (read back once, untimed, from a P-Mem store)."""
     conn = sqlite3.connect(db)
-    rows = conn.execute("SELECT originator_id, originator_version, topic, state FROM stored_events "
-                        "ORDER BY rowid").fetchall()
+    rows = conn.execute(f"SELECT {', '.join(EVENT_COLUMNS)} FROM {SQLITE_EVENTS} ORDER BY rowid").fetchall()
     conn.close()
     return rows
 
@@ -138,7 +141,7 @@ def run_raw(rows: list[Row], db: Path) -> float:
     """The same event rows into the same table, one executemany in one transaction."""
     t0 = time.perf_counter()
     conn = raw_transaction(db, EVENTS_TABLE)
-    conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows)
+    conn.executemany(INSERT_EVENTS, rows)
     return commit_and_close(conn, t0)
 
 
@@ -178,7 +181,7 @@ def run_floor(lines: list[bytes], db: Path) -> float:
 
     conn = raw_transaction(db, EVENTS_TABLE)
     with no_gc():  # as P-Mem's write path: the collector would walk the whole heap, finding nothing
-        conn.executemany("INSERT INTO stored_events VALUES (?,?,?,?)", rows())
+        conn.executemany(INSERT_EVENTS, rows())
     return commit_and_close(conn, t0)
 
 

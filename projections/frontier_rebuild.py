@@ -47,6 +47,22 @@ class CellRows:
         self.events += other.events
 
 
+# ``json.dumps`` of a version's sources, by the tuple of them: a rebuild writes a row per version, and a
+# log's versions name few distinct lists of sources (the text is the incremental projector's own)
+_SOURCES_TEXT: dict[tuple[str, ...], str] = {}
+_SOURCES_HELD = 4096
+
+
+def _sources_text(sources: Sequence[str], texts: dict[tuple[str, ...], str]) -> str:
+    key = tuple(sources)
+    text = texts.get(key)
+    if text is None:
+        if len(texts) >= _SOURCES_HELD:
+            texts.clear()
+        text = texts[key] = json.dumps(sources)
+    return text
+
+
 def fold_cell(cid: str, events: Sequence[StoredEvent], out: CellRows) -> None:
     """Append to ``out`` the final rows of cell ``cid`` after ``events`` (all its events, in revision
     order from the one that created the cell). Mirrors ``FrontierProjector.apply`` step by step."""
@@ -82,10 +98,11 @@ def fold_cell(cid: str, events: Sequence[StoredEvent], out: CellRows) -> None:
     out.events += len(events)
     out.rows["cells"].append((cid, state.namespace, state.key, first, events[-1][0]))
     rows = out.rows["versions"]
+    texts = _SOURCES_TEXT
     for v in versions:  # a version's creating event (its first evidence) is its revision's, in order from base
         index, revision, _, f = events[v.created_at - base]
         if revision != v.created_at:
             raise ValueError(f"cell {cid}: its events are not every revision from {base} on, in order")
         rows.append((cid, v.vid, v.value, v.status, v.supersedes, v.alternative_of, v.trust, v.support,
-                     json.dumps(v.sources) if v.sources else "[]", index, f["source"], f["trust"],
+                     _sources_text(v.sources, texts) if v.sources else "[]", index, f["source"], f["trust"],
                      status_since[v.vid][1]))

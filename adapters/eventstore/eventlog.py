@@ -14,7 +14,6 @@ the key, in the same transaction); :meth:`EventLog.forget` appends ``Forgotten``
 
 from __future__ import annotations
 
-import gc
 import random
 import threading
 import time
@@ -64,6 +63,10 @@ MAX_CACHED_CELLS = 200_000
 # A streamed batch keeps at most this many cells between its chunks (each in its compact state, about
 # 1 KB with its data key's bytes); past it they are let go and read again from the state table.
 STREAM_CACHED_CELLS = 49_152
+# ... and, past those, the state records it wrote (with the cells' raw data keys, about 300 bytes a cell),
+# so a cell touched again later in the batch is not read again (nor its key): many keys, each touched
+# every few chunks, no longer cost a query per line
+STREAM_PACKED_CELLS = 131_072
 STREAM_PACKED_BYTES = 48 * 2**20  # the room of a streamed batch's resent operations' folds (see .packed)
 _Made = tuple[type[CellEvent], Operation, str | None, Head | None]
 """The parts of a new event's receipt: its class, the operation, the reason and the head after it."""
@@ -84,6 +87,9 @@ class EventLog(Application[UUID]):
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}  # compact states (see .cell_state)
         self.stream_cached_cells = STREAM_CACHED_CELLS  # the cells a streamed batch holds between chunks
+        # a streamed batch's state records, ``cell id hex -> (revision, record, raw data key or None)``:
+        # valid only inside the batch (it holds the write lock)
+        self._stream_states: dict[str, tuple[int, bytes, tuple[int, bytes] | None]] = {}
         # a streamed batch's resent operations' cells folded (for their receipts), packed: valid only
         # inside the batch (it holds the write lock)
         self._folds = PackedCells(STREAM_PACKED_BYTES)
@@ -153,20 +159,28 @@ class EventLog(Application[UUID]):
         finally:
             self._stream_folds = None
             self._folds.clear()
+            self._stream_states.clear()
         return count
 
     def _bound_stream_cache(self) -> None:
         """After a streamed batch's chunk: past :attr:`stream_cached_cells` cells held, let them and
-        their data keys go, so memory stays bounded, not the batch's (a cell touched again is read
-        from the state table, in the transaction)."""
+        their data keys go, so memory stays bounded, not the batch's (a cell touched again is taken
+        from the records the batch wrote, :attr:`_stream_states`, with its key, or read from the state
+        table, in the transaction)."""
         if len(self._cells) > self.stream_cached_cells:
-            self.keys.drop(h for _, h in self._cells.values())
-            self._cells.clear()
-            gc.collect()
+            hexids = [h for _, h in self._cells.values()]
+            packed, held = self._stream_states, self.keys.held
+            for h in hexids:
+                found = packed.get(h)
+                if found is not None:
+                    packed[h] = (found[0], found[1], held(h))
+            self.keys.drop(hexids)
+            self._cells.clear()  # (by reference counts: a held cell is in no reference cycle)
         self._folds.bound()
 
     def _drop_cells(self) -> None:
         self._cells.clear()
+        self._stream_states.clear()
         self._folds.clear()
 
     def _heal_state(self) -> None:
@@ -263,6 +277,13 @@ class EventLog(Application[UUID]):
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
         self._cells.update(cells)
+        if self._stream_folds is not None:  # a streamed batch: its records, for cells touched again
+            packed = self._stream_states
+            if len(packed) + len(writes.states) > STREAM_PACKED_CELLS:
+                packed.clear()
+            for h, _, revision, blob in writes.states:
+                # a copy: orjson's bytes keep the 4 KiB it first allocated (50,000 cells: 195 MiB)
+                packed[h] = (revision, bytes(memoryview(blob)), None)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"], self._stream_folds)
         return _receipts(outcomes, first, earlier)
 
@@ -357,8 +378,22 @@ class EventLog(Application[UUID]):
         missing = {_uncached_cell_id(*k): k for k in keys if k not in cells}
         if missing:
             now = datetime.now(UTC)
-            stored = self.recorder.states.select([cid.hex for cid in missing])
-            self.keys.refresh(stored)
+            # a streamed batch's own records first: each was written (or read, its key with it) under
+            # the batch's lock, so it and its key are current; only the others are read
+            packed, unread = self._stream_states, []
+            stored: dict[str, tuple[int, bytes]] = {}
+            for cid in missing:
+                h = cid.hex
+                found_packed = packed.get(h)
+                if found_packed is None:
+                    unread.append(h)
+                    continue
+                stored[h] = found_packed[:2]
+                if found_packed[2] is not None:
+                    self.keys.remember(h, *found_packed[2])
+            read = self.recorder.states.select(unread) if unread else {}
+            self.keys.refresh(read)
+            stored.update(read)
             for cid, k in missing.items():
                 cell: Any = MemoryCell.shell(cid, k[0], k[1], now)
                 found = stored.get(cid.hex)

@@ -84,7 +84,7 @@ class LogAccess:
         s, d = self.sql, self.sql.d
         d.insert(c, f"INSERT INTO {s.op_ids}", ("text", "text", "int"),
                  [(ns, op_id, first + pos) for ns, op_id, pos in op_ids])
-        d.insert(c, f"INSERT INTO {s.keys}", ("text", "int", "blob"), list(keys))
+        d.insert(c, f"INSERT INTO {s.keys}", ("text", "int", "blob"), sorted(keys))
         if forgetting is not None:
             for part in chunks(d, forgetting.cells):
                 c.execute(s.ids.delete_keys(len(part)), d.any_params(part))
@@ -177,7 +177,9 @@ class CellStates:
             c.executemany(self.s.state.unchain(), w.unchained)
         d.insert(c, f"INSERT INTO {self.s.chain}", ("text", "int", "text", "int", "int"), w.chain,
                  self.s.state.upsert_chain())
-        d.insert(c, f"INSERT INTO {self.s.cells}", ("text", "text", "int", "blob"), w.states,
+        # the records in primary-key order: a chunk's rows then touch each page of the table once, in
+        # order (with many cells, they land all over a table far bigger than the page cache)
+        d.insert(c, f"INSERT INTO {self.s.cells}", ("text", "text", "int", "blob"), sorted(w.states),
                  self.s.state.upsert_state())
 
     def position(self) -> int | None:

@@ -164,30 +164,34 @@ class Keyring:
         raw = self.staged.pop(cell, None)
         if raw is None:
             return self.get(cell)
-        held = CACHE[(self.store, cell)] = (int(raw[0]), bytes(raw[1]))
-        return _cipher(held)
+        CACHE[(self.store, cell)] = raw  # (as read: an int and bytes)
+        return raw[0], AESGCM(raw[1])
 
     def prefetch(self, cells: Iterable[str]) -> None:
-        """Load the keys of these cells that are not cached (one query per 500)."""
-        self.lookup(cells)
+        """Load the keys of these cells that are not cached (one query per 500), raw: no cipher is
+        built until a key is used."""
+        self._raw(cells)
 
     def lookup(self, cells: Iterable[str]) -> dict[str, Key]:
         """The keys of these cells that have one, from the cache or read (one query per 500 missing):
         the caller holds them whatever the cache keeps (it is emptied past :data:`MAX_CACHED` keys)."""
-        out: dict[str, Key] = {}
+        return {c: _cipher(held) for c, held in self._raw(cells).items()}
+
+    def _raw(self, cells: Iterable[str]) -> dict[str, RawKey]:
+        out: dict[str, RawKey] = {}
         missing = []
+        store = self.store
         for c in dict.fromkeys(cells):
-            found = CACHE.get((self.store, c))
+            found = CACHE.get((store, c))
             if found is None:
                 missing.append(c)
             else:
-                out[c] = _cipher(found)
+                out[c] = found
         if len(CACHE) + len(missing) > MAX_CACHED:
             CACHE.clear()
         for start in range(0, len(missing), 500):
             for cell, (life, raw) in self.fetch(missing[start:start + 500]).items():
-                held = CACHE[(self.store, cell)] = (int(life), bytes(raw))
-                out[cell] = _cipher(held)
+                out[cell] = CACHE[(store, cell)] = (int(life), bytes(raw))
         return out
 
     def refresh(self, cells: Iterable[str]) -> None:
@@ -203,6 +207,10 @@ class Keyring:
         lo, hi = cells
         self.drop([c for s, c in list(CACHE) if s == self.store and c >= lo and (hi is None or c < hi)])
         self.absorb(found)
+
+    def held(self, cell: str) -> RawKey | None:
+        """The cached key of ``cell``, raw (None: not cached)."""
+        return CACHE.get((self.store, cell))
 
     def remember(self, cell: str, life: int, raw: bytes) -> None:
         """Cache the key a write just made for ``cell`` (its life and bytes)."""

@@ -87,6 +87,7 @@ def fold_pieces(rows: Iterable[RawRow], piece: int, keys: Any = None, in_cell_or
     primary-key order, in pieces of whole cells and at least ``piece`` events (the last one smaller).
     A cell's stored rows are let go once it is folded (:func:`by_cell`)."""
     decode = _decoder(keys)
+    drop = keys.drop if keys is not None else None
     out = CellRows()
     for cid, cell_rows in by_cell(rows, in_cell_order):
         try:
@@ -94,8 +95,8 @@ def fold_pieces(rows: Iterable[RawRow], piece: int, keys: Any = None, in_cell_or
         except Exception as e:
             raise _unappliable(cell_rows, e, keys) from e
         finally:
-            if keys is not None:
-                keys.drop((cid,))  # its cipher (a rebuild folds a cell once): the cache stays small
+            if drop is not None:
+                drop((cid,))  # its cipher (a rebuild folds a cell once): the cache stays small
         if out.events >= piece:
             yield out
             out = CellRows()
@@ -374,10 +375,11 @@ def _decoder(keys: Any = None) -> Callable[[list[RawRow]], list[StoredEvent]]:
     that key does not open through the keyring (another life, a forgotten key)."""
     classes = codec.event_classes()  # eventsourcing: not loaded by a process that only reads
     current, loads, opened = codec.CLASS_VERSION, orjson.loads, codec.opened
+    takes = keys is not None and hasattr(keys, "take")
 
     def decode(rows: list[RawRow]) -> list[StoredEvent]:
         out: list[StoredEvent] = []
-        key, fresh = None, keys is not None and hasattr(keys, "take")
+        key, fresh = None, takes
         for index, cell, revision, topic, state in rows:
             cls: Any = classes.get(topic)
             try:

@@ -31,6 +31,18 @@ def test_cell_ids_are_deterministic_and_separate_namespaces() -> None:
     assert cell_id("default", "k") == cell_id("default", "k") != cell_id("other", "k")
 
 
+@given(st.text(), st.text())
+def test_a_cell_id_is_the_uuid5_of_its_namespace_and_key(namespace: str, key: str) -> None:
+    import pickle
+    import uuid
+
+    from pmem.domain.keys import _NAMESPACE_ROOT
+
+    made, want = cell_id.__wrapped__(namespace, key), uuid.uuid5(_NAMESPACE_ROOT, f"{namespace}\x1f{key}")
+    assert (made, made.hex, hash(made), made.version, made.variant) == (want, want.hex, hash(want), 5, want.variant)
+    assert pickle.loads(pickle.dumps(made)) == want and str(made) == str(want)
+
+
 def test_a_parsed_operation_carries_its_evidence() -> None:
     op = parse_operation({"op": "accept", "key": "5K PB", "value": "25:50", "source": "race", "trust": 80,
                           "text": "ran 25:50", "op_id": "m1", "observed_at": "2026-05-01T10:00:00Z"})
