@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.service.credentials import Credentials
@@ -21,6 +21,9 @@ from pmem.adapters.service.searching import ScorerSlot
 from pmem.adapters.service.store import Store
 from pmem.domain.operations import Operation
 from pmem.domain.views import Receipt
+
+if TYPE_CHECKING:
+    from pmem.adapters.graph.scorer import ScoreWorker
 
 
 class ServedStore(Store):
@@ -41,6 +44,11 @@ class ServedStore(Store):
         for name, projection in self.projections.items():
             projection.fold_lock = fold_locks.setdefault(name, projection.fold_lock)
         self._searches.scoring = scoring
+
+    @property
+    def lock(self) -> Any:
+        """The lock this store's reads and writes hold while they run (one thread at a time)."""
+        return self._w.lock
 
     @property
     def deadline(self) -> Deadline | None:
@@ -77,7 +85,8 @@ class StorePool:
         self.others_max = size - 1 if size >= 3 else size  # stores lent at once to requests that are not point reads
         self._others = 0
         self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
-        self.scoring = ScorerSlot()  # and one score worker
+        self.scoring = ScorerSlot(self._score_worker)  # and one score worker, on a store of its own
+        self._scoring_store: ServedStore | None = None
         self._idle: list[ServedStore] = []
         self._all: list[ServedStore | _Opening] = []
         self._ready = threading.Condition()
@@ -134,7 +143,23 @@ class StorePool:
         store.share_folding(self.fold_locks, self.scoring)
         return store
 
+    def _score_worker(self) -> ScoreWorker:
+        """The process's score worker, on a store never lent to a request: its rounds hold that store's
+        lock, so no request waits behind them for the lock of the store it was lent."""
+        from pmem.adapters.graph.scorer import ScoreWorker
+
+        store = self._scoring_store = self.open_shared()
+        return ScoreWorker(store.projections["graph"], store.lock)
+
     def close(self) -> None:
+        with self.scoring.lock:
+            worker, self.scoring.worker = self.scoring.worker, None
+        if worker is not None:
+            worker.close()
+        if self._scoring_store is not None:
+            with self._scoring_store.lock:  # a round in progress lets go; the next sees it is closed
+                pass
+            self._scoring_store.close()
         with self._ready:
             stores, self._all, self._idle = self._all, [], []
         for store in stores:

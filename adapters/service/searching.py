@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -25,11 +25,13 @@ SCORE_WAIT_S = 2.0  # how long ``next`` waits for stale graph scores by default:
 
 class ScorerSlot:
     """Where the :class:`~pmem.adapters.graph.scorer.ScoreWorker` of one or more stores is kept: a server's
-    stores share one, so a process scores each namespace once, not once per pooled store."""
+    stores share one, so a process scores each namespace once, not once per pooled store. ``make``: how
+    the worker is made (None: on the store that first asks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, make: Callable[[], ScoreWorker] | None = None) -> None:
         self.lock = threading.Lock()
         self.worker: ScoreWorker | None = None
+        self.make = make
 
 
 class Searches:
@@ -163,7 +165,9 @@ class Searches:
         from pmem.adapters.graph.scorer import ScoreWorker
 
         with self.scoring.lock:
-            if self.scoring.worker is None:
+            if self.scoring.worker is None and self.scoring.make is not None:
+                self.scoring.worker = self.scoring.make()
+            elif self.scoring.worker is None:
                 self._scorer = self.scoring.worker = ScoreWorker(self.w.projections["graph"], self.w.lock)
             return self.scoring.worker
 
