@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.service.credentials import Credentials
@@ -21,9 +21,6 @@ from pmem.adapters.service.searching import ScorerSlot
 from pmem.adapters.service.store import Store
 from pmem.domain.operations import Operation
 from pmem.domain.views import Receipt
-
-if TYPE_CHECKING:
-    from pmem.adapters.graph.scorer import ScoreWorker
 
 
 class ServedStore(Store):
@@ -143,13 +140,11 @@ class StorePool:
         store.share_folding(self.fold_locks, self.scoring)
         return store
 
-    def _score_worker(self) -> ScoreWorker:
-        """The process's score worker, on a store never lent to a request: its rounds hold that store's
-        lock, so no request waits behind them for the lock of the store it was lent."""
-        from pmem.adapters.graph.scorer import ScoreWorker
-
+    def _score_worker(self) -> tuple[Any, Any]:
+        """Where the process's score worker runs: the graph projection and lock of a store never lent to
+        a request, so no request waits behind its rounds for the lock of the store it was lent."""
         store = self._scoring_store = self.open_shared()
-        return ScoreWorker(store.projections["graph"], store.lock)
+        return store.projections["graph"], store.lock
 
     def close(self) -> None:
         with self.scoring.lock:

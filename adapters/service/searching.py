@@ -25,13 +25,13 @@ SCORE_WAIT_S = 2.0  # how long ``next`` waits for stale graph scores by default:
 
 class ScorerSlot:
     """Where the :class:`~pmem.adapters.graph.scorer.ScoreWorker` of one or more stores is kept: a server's
-    stores share one, so a process scores each namespace once, not once per pooled store. ``make``: how
-    the worker is made (None: on the store that first asks)."""
+    stores share one, so a process scores each namespace once, not once per pooled store. ``place``: the
+    graph projection and lock it works with (None: those of the store that first asks)."""
 
-    def __init__(self, make: Callable[[], ScoreWorker] | None = None) -> None:
+    def __init__(self, place: Callable[[], tuple[Any, Any]] | None = None) -> None:
         self.lock = threading.Lock()
         self.worker: ScoreWorker | None = None
-        self.make = make
+        self.place = place
 
 
 class Searches:
@@ -165,8 +165,8 @@ class Searches:
         from pmem.adapters.graph.scorer import ScoreWorker
 
         with self.scoring.lock:
-            if self.scoring.worker is None and self.scoring.make is not None:
-                self.scoring.worker = self.scoring.make()
+            if self.scoring.worker is None and self.scoring.place is not None:
+                self.scoring.worker = ScoreWorker(*self.scoring.place())
             elif self.scoring.worker is None:
                 self._scorer = self.scoring.worker = ScoreWorker(self.w.projections["graph"], self.w.lock)
             return self.scoring.worker
