@@ -13,6 +13,7 @@ import pmem
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.servers.store_pool import ServedStore, StorePool
 from pmem.domain.operations import parse_operation
+from tests.server.deadlines import PassesAfterTheFirstCheck
 
 
 @pytest.fixture
@@ -39,20 +40,6 @@ def test_a_request_waits_for_a_store_only_until_its_deadline(pool: StorePool) ->
     with pool.lend(Deadline(5)), pool.lend(Deadline(5)), pytest.raises(DeadlinePassed, match="--connections"):
         with pool.lend(Deadline(0.2)):
             pass
-
-
-class PassesAfterTheFirstCheck(Deadline):
-    """A deadline met when the batch starts and passed by its last check, inside the transaction."""
-
-    def __init__(self) -> None:
-        super().__init__(60)
-        self.checks = 0
-
-    def check(self, what: str) -> None:
-        self.checks += 1
-        if self.checks > 1:
-            self.at = 0
-        super().check(what)
 
 
 def test_a_batch_whose_deadline_passes_before_its_commit_writes_nothing(pool: StorePool) -> None:

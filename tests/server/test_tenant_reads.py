@@ -18,6 +18,7 @@ import pmem
 from pmem.adapters.readmodels.tracked_projection import WRITE_LOCK, tracked_position
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.servers.store_pool import ServedStore, StorePool
+from tests.server.deadlines import PassesAfterTheFirstCheck
 from tests.server.http_servers import add_key, bearer, serving
 
 BIG = 5_000  # events another tenant writes: more than one catch-up batch, so folding them takes a while
@@ -136,25 +137,11 @@ def test_a_read_that_must_fold_waits_for_another_store_folding_and_only_until_it
         assert reader.get("k1", namespace="b").value == "v1"
 
 
-class PassesAfterOneBatch(Deadline):
-    """A deadline met when the catch-up starts and passed once its first batch has committed."""
-
-    def __init__(self) -> None:
-        super().__init__(60)
-        self.checks = 0
-
-    def check(self, what: str) -> None:
-        self.checks += 1
-        if self.checks > 1:
-            self.at = 0
-        super().check(what)
-
-
 def test_a_catch_up_past_the_deadline_stops_between_batches_with_whole_batches_applied(pool: StorePool) -> None:
     with pool.lend(Deadline(60)) as writer:
         assert writer.get("secret", namespace="b").value == "b's value"  # caught up: k0..k99 follow
         writer.apply(_batch("b", 100))
-    with pool.lend(PassesAfterOneBatch()) as reader:
+    with pool.lend(PassesAfterTheFirstCheck()) as reader:
         frontier = reader.frontier_projection
         frontier.batch_size = 30
         start = frontier.position()
