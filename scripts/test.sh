@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the tests, on every core (pytest-xdist). Other arguments go to pytest.
+# Set up (if needed) and run the tests on every core (pytest-xdist). Other arguments go to pytest.
 #
-#   scripts/test.sh          every test, lint and types first: unit, integration, e2e, the servers, the browser,
+#   scripts/test.sh          every test, lint and types beside them: unit, integration, e2e, the servers, the browser,
 #                            the reliability suite and the shared conformance check, on SQLite and on a
 #                            throwaway PostgreSQL cluster started here. CI runs this.
 #   scripts/test.sh --fast   the tier to run while working: SQLite only, no test marked slow, postgres,
@@ -18,11 +18,28 @@ if [ "${1:-}" = --fast ]; then
   shift
 fi
 scripts/setup.sh
-scripts/check.sh
-workers=(-n "${PMEM_TEST_WORKERS:-auto}" --dist worksteal)
+# Lint and types run beside the tests (the tests wait on processes and servers, leaving a core idle at times);
+# their verdict is printed, and counts, at the end.
+checklog=$(mktemp "${TMPDIR:-/tmp}/pmem-check.XXXXXX")
+scripts/check.sh > "$checklog" 2>&1 &
+checkpid=$!
+checked() {
+  local rc=0
+  wait "$checkpid" || rc=$?
+  cat "$checklog"
+  rm -f "$checklog"
+  [ "$rc" = 0 ] || echo "lint or type check FAILED (scripts/check.sh)" >&2
+  return "$rc"
+}
+# One worker more than the cores: many tests wait on a child process, a server or PostgreSQL, so the cores
+# would idle with one worker each.
+workers=(-n "${PMEM_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal)
 if [ -n "$fast" ]; then
-  exec env PMEM_TEST_SKIP_PG=1 .venv/bin/python -m pytest -q "${workers[@]}" \
-    -m "not slow and not postgres and not browser and not llm" "$@"
+  rc=0
+  env PMEM_TEST_SKIP_PG=1 .venv/bin/python -m pytest -q "${workers[@]}" \
+    -m "not slow and not postgres and not browser and not llm" "$@" || rc=$?
+  checked || rc=1
+  exit "$rc"
 fi
 # Debian's Chromium for the browser tests (tests/browser: the memory inspector, the graph view's screenshot);
 # without it they skip with a reason.
@@ -39,4 +56,7 @@ if [ "${PMEM_TEST_SKIP_PG:-}" != 1 ] && [ -z "${PMEM_TEST_PG:-}" ]; then
     echo "PostgreSQL could not be started: the PostgreSQL cases will fail (PMEM_TEST_SKIP_PG=1 skips them)" >&2
   fi
 fi
-.venv/bin/python -m pytest -q "${workers[@]}" "$@"
+rc=0
+.venv/bin/python -m pytest -q "${workers[@]}" "$@" || rc=$?
+checked || rc=1
+exit "$rc"

@@ -1,12 +1,14 @@
 """A writer is killed with SIGKILL at random moments, 200 times in all, split evenly across the backends.
 
-Each time, a fresh child process opens the store and appends operations (single calls and small
-``apply`` batches, each with a unique op_id), printing every op_id once its commit has returned. It
-first resends whatever its killed predecessor had in flight, as a client that never got its receipts
-would. After each kill the parent reopens the store and records what it finds; the tests below check
-that nothing acknowledged was lost or doubled, that batches stayed atomic, that the database passes
-its integrity check, and that the projections read after each kill equal the fold of the log (and,
-once all kills are done, a rebuild from index 1).
+The kills of a backend fall on a few stores in turn (a chain of trials each), so that reading a store
+back after each kill costs what a store of a few thousand events costs, not the whole run's log. Each
+time, a fresh child process opens the store and appends operations (single calls and small ``apply``
+batches, each with a unique op_id), printing every op_id once its commit has returned. It first resends
+whatever its killed predecessor had in flight, as a client that never got its receipts would. After each
+kill the parent reopens the store and records what it finds; the tests below check that nothing
+acknowledged was lost or doubled, that batches stayed atomic, that the database passes its integrity
+check, and that the projections read after each kill equal the fold of the log (and, once all kills are
+done, a rebuild from index 1).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.reliability.tables import projection_rows
 
 TOTAL_TRIALS = 200
 TRIALS = TOTAL_TRIALS // len(BACKENDS)
+CHAINS = 4  # stores per backend; each takes TRIALS // CHAINS kills in a row
 KILL_AFTER_S = (0.02, 0.25)  # after the first acknowledgement
 SEED = 20261129
 FIRST_ACK_TIMEOUT_S = 60
@@ -43,6 +46,7 @@ class Trial:
     """What one killed writer acknowledged, and what the reopened store held afterwards."""
 
     number: int
+    db: str  # the store of this trial's chain
     resent: list[dict[str, Any]]  # operations the previous writer had in flight, sent again first
     acks: dict[str, tuple[int, bool]] = field(default_factory=dict)  # op_id -> (event index, duplicate)
     sent: dict[str, dict[str, Any]] = field(default_factory=dict)  # op_id -> operation
@@ -133,27 +137,32 @@ def inspect(db: str, trial: Trial) -> None:
 
 
 @pytest.fixture(scope="module")
-def crash_dir(backend: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def chains(backend: str, tmp_path_factory: pytest.TempPathFactory) -> list[list[Trial]]:
+    """The trials, a list per store: each trial resends what its predecessor in the chain had in flight."""
     tmp = tmp_path_factory.mktemp(f"crash-{backend}")
-    return new_store_url(backend, tmp), tmp
-
-
-@pytest.fixture(scope="module")
-def crash_db(crash_dir: tuple[str, Path]) -> str:
-    return crash_dir[0]
-
-
-@pytest.fixture(scope="module")
-def trials(crash_dir: tuple[str, Path]) -> list[Trial]:
-    db, tmp = crash_dir
     rng = random.Random(SEED)
-    done: list[Trial] = []
-    for n in range(TRIALS):
-        trial = Trial(n, resent=done[-1].in_flight if done else [])
-        run_and_kill(db, trial, tmp / "resend.json", rng, tmp / f"writer-{n}.err")
-        inspect(db, trial)
-        done.append(trial)
-    return done
+    per_chain = TRIALS // CHAINS
+    out: list[list[Trial]] = []
+    for c in range(CHAINS):
+        db = new_store_url(backend, tmp, name=f"chain{c}")
+        done: list[Trial] = []
+        for n in range(c * per_chain, (c + 1) * per_chain):
+            trial = Trial(n, db, resent=done[-1].in_flight if done else [])
+            run_and_kill(db, trial, tmp / "resend.json", rng, tmp / f"writer-{n}.err")
+            inspect(db, trial)
+            done.append(trial)
+        out.append(done)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trials(chains: list[list[Trial]]) -> list[Trial]:
+    return [t for chain in chains for t in chain]
+
+
+def in_chain_order(chains: list[list[Trial]]) -> list[tuple[Trial | None, Trial]]:
+    """Each trial beside the one before it on the same store (None for a chain's first)."""
+    return [(chain[i - 1] if i else None, t) for chain in chains for i, t in enumerate(chain)]
 
 
 def test_every_acknowledged_operation_survives_the_kill_at_its_event_index(trials: list[Trial]) -> None:
@@ -175,25 +184,23 @@ def test_the_database_passes_integrity_check_after_every_kill(trials: list[Trial
     assert [(t.number, t.integrity) for t in trials] == [(t.number, "ok") for t in trials]
 
 
-def test_event_indices_stay_strictly_increasing_and_unique_after_every_kill(trials: list[Trial]) -> None:
-    previous: list[tuple[int, str | None]] = []
-    for t in trials:
+def test_event_indices_stay_strictly_increasing_and_unique_after_every_kill(chains: list[list[Trial]]) -> None:
+    for before, t in in_chain_order(chains):
+        previous = before.log if before else []
         indices = [index for index, _ in t.log]
         increasing = all(a < b for a, b in zip(indices, indices[1:], strict=False))
         assert increasing, f"trial {t.number}: indices not increasing"
         assert t.last_index == (indices[-1] if indices else 0)
         assert t.log[:len(previous)] == previous, f"trial {t.number}: an earlier event changed or vanished"
-        previous = t.log
 
 
-def test_only_the_operations_in_flight_at_the_kill_can_be_recorded_unacknowledged(trials: list[Trial]) -> None:
-    previous: set[str | None] = set()
-    for t in trials:
-        new = {oid for _, oid in t.log} - previous
+def test_only_the_operations_in_flight_at_the_kill_can_be_recorded_unacknowledged(
+        chains: list[list[Trial]]) -> None:
+    for before, t in in_chain_order(chains):
+        new = {oid for _, oid in t.log} - ({oid for _, oid in before.log} if before else set())
         unacknowledged = new - set(t.acks)
         assert unacknowledged <= {d["op_id"] for d in t.in_flight}, \
             f"trial {t.number}: recorded but never sent or acknowledged: {sorted(map(str, unacknowledged))}"
-        previous |= new
 
 
 def test_a_batch_in_flight_at_the_kill_is_recorded_whole_or_not_at_all(trials: list[Trial]) -> None:
@@ -211,8 +218,12 @@ def test_the_op_id_table_agrees_with_the_log_after_every_kill(trials: list[Trial
 
 
 def test_resending_the_operations_a_killed_writer_had_in_flight_records_each_exactly_once(
-        trials: list[Trial]) -> None:
-    for before, t in zip(trials, trials[1:], strict=False):
+        chains: list[list[Trial]]) -> None:
+    assert sum(len(t.resent) for t in chains[0]), "no trial resent anything: the check below saw nothing"
+    for before, t in in_chain_order(chains):
+        if before is None:
+            assert not t.resent
+            continue
         kept = {oid: index for index, oid in before.log}
         for d in t.resent:
             index, duplicate = t.acks[d["op_id"]]
@@ -231,15 +242,15 @@ def test_the_projection_read_after_every_kill_equals_the_fold_of_the_log(trials:
     assert [t.number for t in trials if not t.projection_equals_fold] == []
 
 
-def test_the_projections_left_by_all_the_kills_equal_a_rebuild_from_index_one(
-        trials: list[Trial], crash_db: str) -> None:
-    with pmem.open(crash_db) as store:
-        store.catch_up()
-        live = projection_rows(store)
-        store.rebuild("frontier")
-        store.rebuild("graph")
-        assert projection_rows(store) == live
-        assert live["cells"], "the comparison saw no rows"
+def test_the_projections_left_by_all_the_kills_equal_a_rebuild_from_index_one(chains: list[list[Trial]]) -> None:
+    for chain in chains:
+        with pmem.open(chain[0].db) as store:
+            store.catch_up()
+            live = projection_rows(store)
+            store.rebuild("frontier")
+            store.rebuild("graph")
+            assert projection_rows(store) == live
+            assert live["cells"], "the comparison saw no rows"
 
 
 def test_the_kills_land_while_writes_are_in_flight(trials: list[Trial]) -> None:
@@ -249,14 +260,14 @@ def test_the_kills_land_while_writes_are_in_flight(trials: list[Trial]) -> None:
     assert sum(len(t.acks) for t in trials) >= TRIALS * 10
 
 
-def test_the_log_left_by_all_the_kills_replays_to_the_state_the_store_reads(
-        trials: list[Trial], crash_db: str) -> None:
+def test_the_log_left_by_all_the_kills_replays_to_the_state_the_store_reads(chains: list[list[Trial]]) -> None:
     """Sending the recorded operations again, in event-index order, to a fresh single writer decides
     every one the same way: what survived the crashes is a consistent history, not a torn one."""
-    sent = {oid: d for t in trials for oid, d in t.sent.items()}
-    with pmem.open(crash_db) as crashed, pmem.open(":memory:") as single:
-        for e in crashed.log():
-            r = single.apply([sent[e["op_id"]]])[0]
-            assert (r.event_index, r.op, r.applied, r.reason) == \
-                (e["event_index"], e["op"], e["applied"], e.get("reason")), (e, r)
-        assert single.frontier() == crashed.frontier()
+    for chain in chains:
+        sent = {oid: d for t in chain for oid, d in t.sent.items()}
+        with pmem.open(chain[0].db) as crashed, pmem.open(":memory:") as single:
+            for e in crashed.log():
+                r = single.apply([sent[e["op_id"]]])[0]
+                assert (r.event_index, r.op, r.applied, r.reason) == \
+                    (e["event_index"], e["op"], e["applied"], e.get("reason")), (e, r)
+            assert single.frontier() == crashed.frontier()
