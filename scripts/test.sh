@@ -5,7 +5,8 @@
 #                            the reliability suite and the shared conformance check, on SQLite and on a
 #                            throwaway PostgreSQL cluster started here. CI runs this.
 #   scripts/test.sh --fast   the tier to run while working: SQLite only, no test marked slow, postgres,
-#                            browser or llm (no PostgreSQL, Chromium or model server is needed).
+#                            browser or llm (no PostgreSQL, Chromium or model server is needed), and half
+#                            of each Hypothesis test's examples (PMEM_TEST_EXAMPLE_SHARE).
 #
 # The PostgreSQL cluster (scripts/pg-cluster.sh: installed from Debian packages if missing, 127.0.0.1 only,
 # removed on exit) is required by the full run: if it cannot start, the PostgreSQL cases FAIL.
@@ -36,7 +37,7 @@ checked() {
 workers=(-n "${PMEM_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal)
 if [ -n "$fast" ]; then
   rc=0
-  env PMEM_TEST_SKIP_PG=1 .venv/bin/python -m pytest -q "${workers[@]}" \
+  env PMEM_TEST_SKIP_PG=1 PMEM_TEST_EXAMPLE_SHARE="${PMEM_TEST_EXAMPLE_SHARE:-0.5}" .venv/bin/python -m pytest -q "${workers[@]}" \
     -m "not slow and not postgres and not browser and not llm" "$@" || rc=$?
   checked || rc=1
   exit "$rc"

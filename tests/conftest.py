@@ -33,6 +33,14 @@ SHARED = ROOT.parent / "shared"
 PMEM_BIN = str(Path(sys.executable).parent / "pmem")
 PG_URL = os.environ.get("PMEM_TEST_PG", "")
 SKIP_PG = os.environ.get("PMEM_TEST_SKIP_PG", "") == "1"
+# The share of each Hypothesis test's examples to run: 1 in the full suite, less in the fast tier
+# (scripts/test.sh --fast), which is run again and again while working.
+EXAMPLE_SHARE = float(os.environ.get("PMEM_TEST_EXAMPLE_SHARE", "1"))
+
+
+def examples(n: int) -> int:
+    """``n`` Hypothesis examples, scaled by the tier's share (at least 1)."""
+    return max(1, round(n * EXAMPLE_SHARE))
 
 
 class Backend:
@@ -47,7 +55,7 @@ class Backend:
         stores over a socket, each a round trip slower than a SQLite file's, so PostgreSQL runs fewer; every example
         that runs asserts. Use it in ``settings(max_examples=...)`` of a ``@given`` function defined inside
         the test, since the backend is only known there."""
-        return sqlite if self.name == "sqlite" else postgres
+        return examples(sqlite if self.name == "sqlite" else postgres)
 
     def new_url(self, stem: str = "mem") -> str:
         """The name of a new, empty store."""

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pmem
+from tests.conftest import examples
 from tests.contract.conftest import SOURCE, Served
 
 OPS = ("accept", "contest", "reject", "revoke", "resolve", "support")
@@ -51,7 +52,7 @@ def _versions(h: pmem.History, at: dict[int, int]) -> list[Any]:
 
 
 def test_generated_operations_give_the_same_answers_locally_and_remotely(served: Served) -> None:
-    @settings(max_examples=12 if "postgresql" in served.db else 25, deadline=None,
+    @settings(max_examples=examples(12) if "postgresql" in served.db else 25, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
     @given(steps)
     def check(ops: list[Step]) -> None:

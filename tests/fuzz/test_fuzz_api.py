@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 import pmem
 from pmem.domain.errors import PmemError
 from pmem.domain.operations import Evidence, Operation
+from tests.conftest import examples
 
-SETTINGS = settings(max_examples=200, deadline=None,
+SETTINGS = settings(max_examples=examples(200), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 odd = st.one_of(

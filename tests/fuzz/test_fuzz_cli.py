@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import pmem
 from pmem.adapters.entrypoints.cli import main
+from tests.conftest import examples
 
 COMMANDS = ["apply", "accept", "contest", "reject", "revoke", "resolve", "support", "revise", "get", "frontier",
             "history", "log", "stats", "search", "unmerge", "read", "next", "require", "check", "graph",
@@ -26,7 +27,7 @@ OPTIONS = ["--as-of", "--after", "--limit", "-k", "--k", "--budget", "--namespac
            "--op-id", "--observed-at", "--node-type", "--old-value", "--correction", "--hard-commit", "--disclose",
            "--mode", "--projection", "--previous", "--confidence", "--exclusive", "--write", "--key", "--format",
            "--extractor", "--annotator", "--soft-keys", "--key-threshold", "--quiet", "export", "-", "--db"]
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=False,
+SETTINGS = settings(max_examples=examples(150), deadline=None, derandomize=False,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 

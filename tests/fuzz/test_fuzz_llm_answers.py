@@ -38,9 +38,10 @@ from pmem.domain.keys import normalize_key
 from pmem.domain.node_types import NODE_TYPES
 from pmem.domain.operations import MAX_FIELD_CHARS, MAX_TEXT_BYTES, MAX_VALUE_BYTES
 from tests.chat_server import chat_server
+from tests.conftest import examples
 
 EXAMPLES = 120
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+SETTINGS = settings(max_examples=examples(EXAMPLES), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.data_too_large])
 OPS = {"accept", "contest", "reject", "revoke", "support", "noop"}

@@ -27,6 +27,7 @@ from pmem.adapters.search.eligible import EligibleSet
 from pmem.adapters.search.int8_scan import Int8Scan
 from pmem.projections.replay import fold
 from pmem.projections.vectors import open_versions, version_text
+from tests.conftest import examples
 from tests.integration.test_vector_index import (
     check_top_k_when_one_cell_holds_most_of_the_best_vectors,
     reference_search,
@@ -96,7 +97,7 @@ def as_op(cell: int, op: str, word: str) -> dict[str, Any]:
     return d
 
 
-@settings(max_examples=30, deadline=None,  # the patched constants hold for every example: no reset needed
+@settings(max_examples=examples(30), deadline=None,  # the patched constants hold for every example: no reset needed
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEP, min_size=1, max_size=60), data=st.data())
 def test_flat_through_the_int8_scan_ranks_exactly_like_brute_force_at_every_index(
@@ -155,7 +156,7 @@ def test_the_int8_path_keeps_exact_top_k_when_one_cell_holds_most_of_the_best_ve
 NAMESPACED = st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 11), STEP_OPS, st.sampled_from(WORDS))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=st.lists(st.lists(NAMESPACED, min_size=1, max_size=15), min_size=1, max_size=5))
 def test_the_head_set_moved_forward_equals_the_one_read_afresh_and_the_fold(
         batches: list[list[tuple[str, int, str, str]]]) -> None:

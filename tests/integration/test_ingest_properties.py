@@ -11,6 +11,7 @@ from pmem.adapters.sources.records import read_records
 from pmem.domain.extraction.cloze import TEMPLATES
 from pmem.domain.extraction.facts import subject_key
 from pmem.domain.extraction.template import TemplateExtractor
+from tests.conftest import examples
 
 SUBJECTS = ["Oslo", "Ada Lovelace", "São Paulo", "Apple Inc.", "Mount Fuji"]
 OBJECTS = ["Paris", "Washington, D.C.", "the sea", "Bob", "1984"]
@@ -23,7 +24,7 @@ def ingest(lines: list[str]) -> tuple[pmem.Store, list[dict[str, object]]]:
     return store, list(Ingestor(store, TemplateExtractor()).run(read_records(data, "lines")))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(sorted(TEMPLATES)), st.sampled_from(OBJECTS)),
                 min_size=1, max_size=40))
 def test_a_cloze_stream_leaves_each_slot_holding_its_last_value(facts: list[tuple[str, str, str]]) -> None:
@@ -39,7 +40,7 @@ MOVE = st.tuples(st.just("move"), st.sampled_from(LOCATIONS))
 RETRACT = st.tuples(st.just("retract"), st.sampled_from(LOCATIONS))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.sampled_from(LOCATIONS), st.lists(st.one_of(MOVE, RETRACT), max_size=30))
 def test_retracted_moves_reinstate_the_location_before_them(start: str, steps: list[tuple[str, str]]) -> None:
     """A stack is the reference: a move pushes (unless it names the current place), a retraction of the

@@ -17,6 +17,7 @@ from pmem.adapters.readmodels.parallel_rebuild import by_cell, cell_ranges, fold
 from pmem.adapters.readmodels.sqlite_projection import TRACKING
 from pmem.domain.errors import ProjectionStopped
 from pmem.projections.frontier_rebuild import CellRows
+from tests.conftest import examples
 from tests.integration.test_projection import dump, fresh_sqlite, shadow_tables, write_log
 
 
@@ -93,7 +94,7 @@ def test_a_failing_worker_is_one_line_and_leaves_the_old_projection_for_the_next
         assert dump(store.projection_db) == want and shadow_tables(store.projection_db) == []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lock=st.lists(st.booleans(), min_size=1, max_size=30), idle=st.lists(st.booleans(), max_size=10),
        piece=st.integers(1, 60), ranges=st.integers(1, 5))
 def test_pieces_queued_while_the_lock_is_taken_are_all_written_once_in_order(

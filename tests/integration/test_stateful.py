@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 import pmem
-from tests.conftest import Backend
+from tests.conftest import Backend, examples
 from tests.reference_model import RefStore
 
 EXAMPLES = {"sqlite": 150, "postgres": 15}
@@ -109,5 +109,5 @@ class StoreAgreesWithModel(RuleBasedStateMachine):
 
 def test_random_operations_on_a_store_agree_with_the_reference_model_after_every_step(backend: Backend) -> None:
     run_state_machine_as_test(lambda: StoreAgreesWithModel(backend.new_url),
-                              settings=settings(max_examples=EXAMPLES[backend.name], stateful_step_count=40,
+                              settings=settings(max_examples=examples(EXAMPLES[backend.name]), stateful_step_count=40,
                                                 deadline=None))

@@ -18,6 +18,7 @@ from pmem.adapters.search.faiss_index import FaissIndex
 from pmem.domain.state import OPEN
 from pmem.projections.replay import fold
 from pmem.projections.vectors import open_versions, version_text
+from tests.conftest import examples
 
 
 def found(results: list[Any]) -> list[tuple[str, str]]:
@@ -158,7 +159,7 @@ def as_op(key: str, op: str, value: str | None, trust: int) -> dict[str, Any]:
     return d
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(STEP, min_size=1, max_size=40), data=st.data())
 def test_eligibility_equals_the_fold_and_an_incremental_index_equals_a_rebuilt_one(steps, data) -> None:
     ops = [as_op(*s) for s in steps]

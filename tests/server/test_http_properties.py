@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 import pmem
 from pmem.adapters.servers.http_api import create_app
 from pmem.adapters.service.credentials import Credentials
+from tests.conftest import examples
 from tests.server.http_servers import bearer, serving
 
 CAPS = {"agent-a": 60, "agent-b": 40, "reader": 10}
@@ -140,7 +141,7 @@ def test_no_input_gets_a_500(app_client: tuple[TestClient, Keys, str]) -> None:
     client, keys, _ = app_client
     seen: dict[int, int] = {}
 
-    @settings(max_examples=700)
+    @settings(max_examples=examples(700))
     @given(requests(), st.sampled_from([*keys.tokens, None, "junk"]))
     def check(request: tuple[str, str, dict[str, Any], Any], who: str | None) -> None:
         method, path, params, body = request

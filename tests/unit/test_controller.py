@@ -6,6 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pmem.projections.controller import Controller, Node, rank, recompute
+from tests.conftest import examples
 
 NODES = [f"n{i}" for i in range(6)]
 
@@ -88,7 +89,7 @@ PICK_CHANGES_COMMUNITY = [*_SETUP, ("pick", "n0"), ("read",), ("community", "n0"
 NEWLY_UNLOCKED_MAX = [*_SETUP, ("importance", "n1", 20), ("read",), ("confirm", "n4", True), ("read",)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(ops, max_size=40))
 @example(DISTANT_MAX_CHANGE)
 @example(MAX_LEAVES)
@@ -124,7 +125,7 @@ graphs = st.tuples(st.dictionaries(st.sampled_from(NODES), node, max_size=6),
                    st.sets(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)), max_size=8))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(graphs, st.sampled_from([*NODES, None])), min_size=1, max_size=8))
 def test_syncing_to_any_sequence_of_graphs_keeps_cached_scores_equal_to_a_full_recompute(
         states: list[tuple[tuple[dict[str, Node], set[tuple[str, str]]], str | None]]) -> None:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmem.domain.extraction.llm_output import find_json_object, parse_facts, salvage_items
+from tests.conftest import examples
 
 GOOD = '{"facts": [{"key": "home city", "value": "Porto", "status": "asserted"}]}'
 
@@ -129,7 +130,7 @@ _PIECES = st.sampled_from(['{', '}', '[', ']', '"', '\\', ':', ',', '```json\n',
                            '"value"', '"status"', '"asserted"', '"hedged"', 'null', '1e999', '\\u12', ' ', '\n'])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=40).map("".join))
 def test_any_answer_gives_facts_or_a_reason_and_never_raises(output: str) -> None:
     x = parse_facts(output, 1, "t")

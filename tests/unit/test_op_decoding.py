@@ -20,6 +20,7 @@ from pmem.domain.node_types import NODE_TYPES
 from pmem.domain.op_decoding import decode_line
 from pmem.domain.op_schema import OPS, STRUCTS, NodeType
 from pmem.domain.operations import Decoded, Operation, check_operation, parse_operation
+from tests.conftest import examples
 
 FIELDS_OF = {op: set(STRUCTS[op].__struct_fields__) for op in OPS}
 
@@ -73,7 +74,7 @@ def decoded_line(line: bytes) -> Any:
         return ("error", str(e), e.field)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(mappings)
 def test_a_line_decodes_to_what_its_mapping_decodes_to(d: dict[str, Any]) -> None:
     try:
@@ -83,7 +84,7 @@ def test_a_line_decodes_to_what_its_mapping_decodes_to(d: dict[str, Any]) -> Non
     assert decoded_line(line) == decoded(d)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(mappings)
 def test_a_refused_operation_is_named_on_one_line(d: dict[str, Any]) -> None:
     got = decoded(d)
