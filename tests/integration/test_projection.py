@@ -445,6 +445,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow  # several processes (the full suite runs it)
 def test_a_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
         backend: Backend) -> None:
     events = 3000
@@ -489,6 +490,7 @@ def vector_tables(conn: Any) -> list[list[tuple[Any, ...]]]:
                                                                              "pmem_vec_intervals"))]
 
 
+@pytest.mark.slow  # several processes (the full suite runs it)
 def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_or_skipped(
         backend: Backend) -> None:
     from pmem.adapters.readmodels.vector_projection import VectorProjection
@@ -524,6 +526,7 @@ def test_a_vector_catch_up_killed_mid_batch_resumes_with_no_event_applied_twice_
     assert any(0 < p < events for p in seen), f"no kill landed mid catch-up: {seen}"
 
 
+@pytest.mark.slow  # several processes (the full suite runs it)
 def test_processes_catching_up_the_same_file_at_once_apply_each_event_exactly_once(
         backend: Backend) -> None:
     path = backend.new_url("shared")
@@ -548,6 +551,7 @@ with pmem.open(sys.argv[1]) as store:
 """
 
 
+@pytest.mark.slow  # several processes (the full suite runs it)
 def test_processes_opening_a_store_at_once_all_set_up_its_projection(backend: Backend) -> None:
     """Each creates the tables under the write lock (a deferred transaction that read the schema
     could not upgrade to a write and would fail at once instead of waiting)."""

@@ -176,6 +176,7 @@ def test_an_op_id_resent_with_another_operation_is_409(served: Served) -> None:
         assert c.get("/v1/cells/other").json()["status"] == "empty"  # nothing of that batch was written
 
 
+@pytest.mark.slow  # three server processes (the full suite runs it)
 def test_revocation_stops_the_token_in_every_server_process(tmp_path: Path) -> None:
     db = str(tmp_path / "mem.db")
     key = add_key(db, "ns", source="s", max_trust=50)
