@@ -12,13 +12,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list from the package, not the web
-import litellm  # noqa: E402
-import pytest  # noqa: E402
+import pytest
 
-import pmem  # noqa: E402
-from pmem.integrations.langgraph import PMemStore  # noqa: E402
-from pmem.integrations.mem0 import Memory  # noqa: E402
+import pmem
+from pmem.integrations.langgraph import PMemStore
+from pmem.integrations.mem0 import Memory
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 MESSAGES = ["My 5K PB is 27:12.", "My 5K PB is now 25:50.", "What is my 5K PB?"]
@@ -35,6 +33,10 @@ def example(name: str) -> ModuleType:
 @pytest.fixture
 def replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[str], Any]:
     """``litellm.completion`` replaced by the replay of ``docs/examples/recorded/NAME.json``."""
+    # imported here, not at the top: importing litellm takes seconds, and every test worker collects this file
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list from the package
+    import litellm
+
     monkeypatch.setenv("PMEM_EMBEDDER", "hashing")
     monkeypatch.setenv("PMEM_CACHE_DIR", str(tmp_path / "cache"))
     recorded = example("recorded")
