@@ -90,6 +90,25 @@ def test_search_budget_reads_30k_current_with_50k_revoked(page: Any, server: str
     assert "scratch that, the raise is off" in page.inner_text("#receipts")  # why it changed
 
 
+def test_a_search_answered_after_the_person_left_for_a_cell_does_not_draw_over_it(page: Any, server: str,
+                                                                                  token: str) -> None:
+    """A slow answer for the page left behind is dropped: the search is held until the cell is shown."""
+    sign_in(page, f"{server}/ui/", token)  # the frontier, which lists budget
+    held: list[Any] = []
+    page.route("**/v1/search?*", lambda route: held.append(route))
+    page.fill("#q", "budget")
+    page.press("#q", "Enter")
+    page.click("ul.cells a.key >> text=budget")  # on the frontier still shown: the search is not answered
+    assert current(page) == "$30k"
+    drawn = page.get_attribute("#view", "data-drawn")
+    assert len(held) == 1
+    with page.expect_response("**/v1/search?*"):
+        held[0].continue_()
+    page.wait_for_timeout(500)  # the time the page takes to read the answer (it draws nothing, so no event to await)
+    assert page.get_attribute("#view", "data-drawn") == drawn
+    assert current(page) == "$30k" and page.url.endswith("/ui/cell/budget")
+
+
 def test_time_travel_to_just_after_the_raise_reads_50k(page: Any, server: str, token: str,
                                                          demo: DemoStore) -> None:
     sign_in(page, f"{server}/ui/cell/budget", token)

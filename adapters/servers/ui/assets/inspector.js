@@ -6,7 +6,7 @@
 
 const TOKEN_KEY = "pmem.inspector.token";
 const SVG = "http://www.w3.org/2000/svg";
-const state = {token: sessionStorage.getItem(TOKEN_KEY), last: 0, namespace: null, graph: null, drawn: 0};
+const state = {token: sessionStorage.getItem(TOKEN_KEY), last: 0, namespace: null, graph: null, drawn: 0, route: 0};
 
 // -- small helpers ------------------------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -48,6 +48,9 @@ function link(href, text, attrs) { return h("a", {href, "data-nav": true, ...(at
 function badge(status) { return h("span", {class: `badge ${status}`}, status); }
 function clip(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "…" : text; }
 
+// An answer that arrives after the person has moved to another page: it must not draw over that page.
+class Stale extends Error {}
+
 class ApiError extends Error {
   constructor(status, body) {
     super(`${body.error || "error"}: ${body.detail || ""}`);
@@ -57,6 +60,7 @@ class ApiError extends Error {
 }
 
 async function api(path, query) {
+  const route = state.route;
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(query || {})) {
     if (v !== null && v !== undefined && v !== "" && v !== false) url.searchParams.set(k, v);
@@ -78,6 +82,7 @@ async function api(path, query) {
   }
   let body;
   try { body = await r.json(); } catch { body = {error: "unreadable answer", detail: r.statusText}; }
+  if (route !== state.route) throw new Stale("the page changed while this was asked");
   if (!r.ok) throw new ApiError(r.status, body);
   return body;
 }
@@ -121,6 +126,7 @@ function askToken(e) {
 }
 
 function failed(e) {
+  if (e instanceof Stale) return;  // the page it was for is gone: the page now shown stays
   const what = e instanceof ApiError ? `${e.status || ""} ${e.body.error}: ${e.body.detail}` : String(e);
   notice(`Could not read the memory: ${what}`, "error");
   show(h("p", {class: "muted"}, "Nothing to show."));
@@ -143,6 +149,7 @@ function show(...nodes) {
 
 // -- routing ------------------------------------------------------------------------------------------
 async function route() {
+  state.route += 1;  // answers still on their way for the page left behind become Stale
   syncClock();
   const path = location.pathname.replace(/^\/ui\/?/, "");
   const p = params();
