@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -49,6 +50,7 @@ class Backend:
     def __init__(self, name: str, tmp_path: Path) -> None:
         self.name, self.tmp_path = name, tmp_path
         self.schemas: list[str] = []
+        self.databases: list[str] = []
 
     def max_examples(self, sqlite: int, postgres: int) -> int:
         """For Hypothesis tests: how many examples to run on this backend. A PostgreSQL example opens
@@ -65,6 +67,21 @@ class Backend:
         self.schemas.append(schema)
         return f"{PG_URL}?schema={schema}"
 
+    def new_database_url(self) -> str:
+        """A new, empty store; on PostgreSQL in a database of its own, for a test that other tests' work in
+        the shared database would disturb: NOTIFY channels and ``VACUUM``'s horizon are per database."""
+        if self.name == "sqlite":
+            return self.new_url()
+        import psycopg
+
+        from pmem.adapters.storage.backend import PgBackend
+
+        db = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
+        self.databases.append(db)
+        return urlunsplit(urlsplit(PG_URL)._replace(path=f"/{db}"))
+
     def fresh_projection_db(self) -> Any:
         """A separate, empty database for a projection built from scratch (the same interface the store uses)."""
         if self.name == "sqlite":
@@ -77,7 +94,7 @@ class Backend:
         return backend.connect_projections()
 
     def drop(self) -> None:
-        if not self.schemas:
+        if not self.schemas and not self.databases:
             return
         import psycopg
 
@@ -86,6 +103,8 @@ class Backend:
         with psycopg.connect(**PgBackend.from_url(PG_URL).conninfo, autocommit=True) as conn:
             for schema in self.schemas:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            for db in self.databases:
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 # The fast tier (scripts/test.sh --fast) deselects these; tagging them here, not in each file, keeps a

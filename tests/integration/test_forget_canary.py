@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -57,25 +55,9 @@ def fill(url: str, c: dict[str, str], *, forget: bool) -> None:
 
 
 @pytest.fixture
-def store_url(backend: Backend) -> Iterator[str]:
+def store_url(backend: Backend) -> str:
     """A new store; on PostgreSQL, in a database of its own (see the module's docstring)."""
-    if backend.name != "postgres":
-        yield backend.new_url()
-        return
-    import psycopg
-
-    from pmem.adapters.storage.backend import PgBackend
-    from tests.conftest import PG_URL
-
-    admin = PgBackend.from_url(PG_URL).conninfo
-    db = f"canary_{secrets.token_hex(6)}"
-    with psycopg.connect(**admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    try:
-        yield urlunsplit(urlsplit(PG_URL)._replace(path=f"/{db}"))
-    finally:
-        with psycopg.connect(**admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    return backend.new_database_url()
 
 
 def hits(files: list[Path], c: dict[str, str]) -> list[tuple[str, str]]:
