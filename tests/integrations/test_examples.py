@@ -6,6 +6,7 @@ recording does not hold, and every recorded answer must be used."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -76,3 +77,20 @@ def test_the_mem0_script_on_the_llm_extractor(replayed: Callable[[str], Any], tm
     with Memory(db=str(db)) as memory:
         assert [m["memory"] for m in memory.get_all(user_id="alice")["results"]] == ["pb: 25:50"]
         assert [h["new_memory"] for h in memory.history("alice/pb")] == ["25:50"]
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(not os.environ.get("PMEM_LLM_BASE"), reason="PMEM_LLM_BASE not set (scripts/local-llm.sh)")
+def test_the_langgraph_agent_on_the_local_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The same run as the recorded one, on the real model the recording came from (scripts/local-llm.sh):
+    the newer value answers, and the older one is kept in the topic's history."""
+    monkeypatch.setenv("PMEM_EMBEDDER", "hashing")
+    db = tmp_path / "agent.db"
+    replies = example("langgraph_agent").main(["--db", str(db), "--user", "alice", *MESSAGES])
+    assert "25:50" in replies[-1] and "27:12" not in replies[-1], replies
+    with pmem.open(db) as store:
+        items = PMemStore(store).search(("users", "alice", "memories"))
+        assert [i.value["value"] for i in items] == ["25:50"], [i.value for i in items]
+        versions = PMemStore(store).history(("users", "alice", "memories"), items[0].key).versions
+        kept = [(json.loads(v.value)["value"]["value"], v.status) for v in versions]  # each version's item JSON
+        assert kept == [("27:12", "superseded"), ("25:50", "active")]
