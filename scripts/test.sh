@@ -32,15 +32,19 @@ checked() {
   [ "$rc" = 0 ] || echo "lint or type check FAILED (scripts/check.sh)" >&2
   return "$rc"
 }
+# Run the tests (the command given), then wait for the checks; exit non-zero if either failed.
+run() {
+  local rc=0
+  "$@" || rc=$?
+  checked || rc=1
+  exit "$rc"
+}
 # One worker more than the cores: many tests wait on a child process, a server or PostgreSQL, so the cores
 # would idle with one worker each.
 workers=(-n "${PMEM_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal)
 if [ -n "$fast" ]; then
-  rc=0
-  env PMEM_TEST_SKIP_PG=1 PMEM_TEST_EXAMPLE_SHARE="${PMEM_TEST_EXAMPLE_SHARE:-0.5}" .venv/bin/python -m pytest -q "${workers[@]}" \
-    -m "not slow and not postgres and not browser and not llm" "$@" || rc=$?
-  checked || rc=1
-  exit "$rc"
+  run env PMEM_TEST_SKIP_PG=1 PMEM_TEST_EXAMPLE_SHARE="${PMEM_TEST_EXAMPLE_SHARE:-0.5}" .venv/bin/python -m pytest -q \
+    "${workers[@]}" -m "not slow and not postgres and not browser and not llm" "$@"
 fi
 # Debian's Chromium for the browser tests (tests/browser: the memory inspector, the graph view's screenshot);
 # without it they skip with a reason.
@@ -57,7 +61,4 @@ if [ "${PMEM_TEST_SKIP_PG:-}" != 1 ] && [ -z "${PMEM_TEST_PG:-}" ]; then
     echo "PostgreSQL could not be started: the PostgreSQL cases will fail (PMEM_TEST_SKIP_PG=1 skips them)" >&2
   fi
 fi
-rc=0
-.venv/bin/python -m pytest -q "${workers[@]}" "$@" || rc=$?
-checked || rc=1
-exit "$rc"
+run .venv/bin/python -m pytest -q "${workers[@]}" "$@"
