@@ -7,13 +7,14 @@ worker: the point is that one process is not stalled) with its default limits.
 
 Measured, for ``--seconds`` each, twice: ``--clients`` client processes (one keep-alive ``http.client``
 connection each) send a mix for random tenants, each with its own token: ``get`` 50%, ``search`` 25%,
-``read`` 10%, ``ops`` (one ``accept``) 10%, ``next`` 5% (``--no-next``: left out). First alone (the
+``read`` 10%, ``ops`` (one ``accept``) 10%, ``next`` 5% (``--no-next``: left out), and ``GET /healthz``
+5%, the floor (no store touched: what the loaded machine allows any request). First alone (the
 baseline), then beside one more process, the heavy tenant, sending the heaviest request the limits
 allow in a loop, in turn: a batch of ``--max-batch`` operations, a read with a question of
 ``--max-question`` characters and ``k`` = ``--max-k``, a search with that ``k``, and (unless ``--no-next``)
 ``next`` with that ``k``. Reported: every tenant's ``get`` p99 and ``search`` p99 in both phases, and over
-all tenants ``get``/``search`` p50 and p99 with the heavy tenant beside those without it (the goal: get
-p99 at most 2x the baseline, and at most 10 ms).
+all tenants ``get``/``search``/floor p50 and p99 with the heavy tenant beside those without it (the goal:
+get p99 at most 2x the baseline, and at most 10 ms).
 
     .venv/bin/python -m benchmarks.tenants [--quick] [--namespaces 50] [--min-cells 2000] [--max-cells 20000]
         [--clients 8] [--seconds 30] [--no-next] [--store DIR]
@@ -40,7 +41,8 @@ from pmem.adapters.service.credentials import Credentials
 
 QUICK = {"namespaces": 10, "min_cells": 200, "max_cells": 2000, "seconds": 8}
 BATCH = 5000
-MIX = (("get", 50), ("search", 25), ("read", 10), ("ops", 10), ("next", 5))
+# "floor": ``GET /healthz``, no store touched: what the machine allows a request under the same load
+MIX = (("get", 50), ("search", 25), ("read", 10), ("ops", 10), ("next", 5), ("floor", 5))
 Tenant = tuple[str, str, int]  # namespace, token, cells
 
 
@@ -67,6 +69,8 @@ def request(kind: str, rng: random.Random, tenant: Tenant) -> tuple[str, str, by
     q = urllib.parse.quote
     if kind == "get":
         return "GET", f"/v1/cells/{q(key)}?namespace={ns}", None
+    if kind == "floor":
+        return "GET", "/healthz", None
     if kind == "search":
         return "GET", f"/v1/search?q={q(key)}&k=12&namespace={ns}", None
     if kind == "read":
@@ -184,7 +188,8 @@ def report(run: Run, tenants: list[Tenant], base: list[Any], loaded: list[Any]) 
                 statuses[status] = statuses.get(status, 0) + 1
         rows.append({"phase": name, "requests": sum(statuses.values()),
                      "not 200": sum(n for s, n in statuses.items() if s != 200),
-                     **{f"{k} {q}": ms(of(rs, k), int(q[1:])) for k in ("get", "search") for q in ("p50", "p99")}})
+                     **{f"{k} {q}": ms(of(rs, k), int(q[1:]))
+                        for k in ("get", "search", "floor") for q in ("p50", "p99")}})
     run.figures["not_200"] = {name: {f"{kind} {status}": sum(1 for r in rs if r[1] == kind and r[2] == status)
                                      for (_, kind, status, _) in rs if status != 200}
                               for name, rs in (("without", base), ("with the heavy tenant", loaded))}
@@ -192,7 +197,7 @@ def report(run: Run, tenants: list[Tenant], base: list[Any], loaded: list[Any]) 
     rows[1]["heavy requests"] = len(heavy_rows)
     rows[0]["heavy requests"] = 0
     run.table(rows, "all tenants (ms)")
-    for kind in ("get", "search"):
+    for kind in ("get", "search", "floor"):
         run.beside(f"{kind} p99 with the heavy tenant", percentile(of(loaded, kind), 99) * 1000,
                    "without", percentile(of(base, kind), 99) * 1000, "ms")
     run.figures["heavy"] = {k: {"count": len(of(heavy_rows, k)), "p50 ms": ms(of(heavy_rows, k), 50)}

@@ -84,7 +84,7 @@ def _serve(args: Args, store: Any) -> None:
         access.credentials.authenticate(token)  # a bad token stops the start, not the first call
     access.limits = _limits(args)
     if args.db != ":memory:":  # an in-memory database is one per connection: the calls stay on ``store``
-        access.pool = _pool(args, access.limits.connections)
+        access.pool = _pool(args, access.limits.connections, access.limits.heavy)
     server = build(store, access)
     try:
         if args.transport == "stdio":
@@ -96,12 +96,12 @@ def _serve(args: Args, store: Any) -> None:
             access.pool.close()
 
 
-def _pool(args: Args, size: int) -> Any:
+def _pool(args: Args, size: int, heavy: int) -> Any:
     """The stores the tool calls are lent, one each (:mod:`pmem.adapters.servers.store_pool`)."""
     from pmem.adapters.entrypoints.cli_common import embedder
     from pmem.adapters.servers.store_pool import ServedStore, StorePool
 
-    return StorePool(lambda: ServedStore(args.db, namespace=args.namespace, **embedder(args)), size)
+    return StorePool(lambda: ServedStore(args.db, namespace=args.namespace, **embedder(args)), size, heavy)
 
 
 MCP = Command("mcp", "serve the store to MCP clients (stdio, or streamable HTTP): tools remember, apply, get, "

@@ -71,7 +71,7 @@ class Runtime:
         self.limits = limits or Limits()
         # an in-memory database is one per connection: its stores could not share it
         size = 1 if db == ":memory:" else self.limits.connections
-        self.pool = StorePool(lambda: ServedStore(self.db, **self.settings), size)
+        self.pool = StorePool(lambda: ServedStore(self.db, **self.settings), size, self.limits.heavy)
         self.current = KeepCurrent(self.pool.open_shared)  # folds other tenants' writes off the request path
         self.store: ServedStore | None = None  # the first store opened: open while the server is
         self.opening = LocalOpening()  # the --insecure-local opening, shut once a credential exists
@@ -106,7 +106,7 @@ class Runtime:
         deadline = Deadline(self.limits.deadline_s)
         if write:
             try:
-                return await anyio.to_thread.run_sync(self.answer, token, work, deadline)
+                return await anyio.to_thread.run_sync(self.answer, token, work, deadline, False, True)
             finally:
                 self.current.nudge()
         with anyio.move_on_after(deadline.left()):
@@ -115,12 +115,12 @@ class Runtime:
                                              "(--deadline)"))
 
     def answer(self, token: str | None, work: Callable[[GuardedStore], Any], deadline: Deadline | None = None,
-               point: bool = False) -> Response:
+               point: bool = False, write: bool = False) -> Response:
         """Run ``work`` on a store of its own; its result as JSON, or the error's JSON."""
         try:
             if self.store is None:
                 raise StoreUnavailable("the server's store is not open")
-            with self.pool.lend(deadline or Deadline(self.limits.deadline_s), point=point) as store:
+            with self.pool.lend(deadline or Deadline(self.limits.deadline_s), point=point, write=write) as store:
                 response = json_response(work(self.guarded(store, token)))
             self._warming()
             return response

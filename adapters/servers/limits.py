@@ -25,7 +25,8 @@ RETRY_AFTER_S = 1
 @dataclass(frozen=True)
 class Limits:
     """The most one request may ask for; ``deadline_s``: its time; ``connections``: requests served at
-    once per process, each on its own store and database connection."""
+    once per process, each on its own store and database connection; ``heavy``: of those, the heavy reads
+    (search, read, ``next``...: :class:`~.store_pool.StorePool`)."""
 
     body_bytes: int = 4 * 1024 * 1024
     batch: int = 100
@@ -34,6 +35,7 @@ class Limits:
     question_chars: int = 4000
     deadline_s: float = 10.0
     connections: int = 4
+    heavy: int = 1
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -97,15 +99,18 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "and a write is not committed)")
     p.add_argument("--connections", type=int, metavar="N", default=d.connections,
                    help=f"requests served at once, each on its own database connection (default {d.connections})")
+    p.add_argument("--heavy", type=int, metavar="N", default=d.heavy,
+                   help=f"of those, the heavy reads (search, read, next...) served at once (default {d.heavy})")
 
 
 def from_options(args: Any) -> Limits:
     """The limits the options give; a bad one is a one-line error naming its option."""
     limits = Limits(body_bytes=args.max_body, batch=args.max_batch, k=args.max_k, limit=args.max_limit,
-                    question_chars=args.max_question, deadline_s=args.deadline, connections=args.connections)
+                    question_chars=args.max_question, deadline_s=args.deadline, connections=args.connections,
+                    heavy=args.heavy)
     for option, value in (("--max-body", limits.body_bytes), ("--max-batch", limits.batch), ("--max-k", limits.k),
                           ("--max-limit", limits.limit), ("--max-question", limits.question_chars),
-                          ("--connections", limits.connections)):
+                          ("--connections", limits.connections), ("--heavy", limits.heavy)):
         if value < 1:
             raise InvalidOperation(f"{option} must be at least 1, got {value}", field=option)
     if not 0 < limits.deadline_s < 86_400:

@@ -86,9 +86,10 @@ def result(body: Any, rendered: str) -> CallToolResult:
 
 
 def guarded_call(access: Access, ctx: Context, work: Callable[[GuardedStore], CallToolResult], *,
-                 point: bool = False) -> CallToolResult:
-    """Run ``work`` for the caller (``point``: a point read, which the pool keeps a store for); P-Mem's
-    errors become tool errors with their one-line message."""
+                 point: bool = False, write: bool = False) -> CallToolResult:
+    """Run ``work`` for the caller (``point``: a point read, which the pool keeps a store for; ``write``:
+    a write, see :class:`~.store_pool.StorePool`); P-Mem's errors become tool errors with their one-line
+    message."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     try:
@@ -96,7 +97,8 @@ def guarded_call(access: Access, ctx: Context, work: Callable[[GuardedStore], Ca
         if access.pool is None:
             return work(g)
         deadline = Deadline(access.limits.deadline_s)
-        with access.pool.lend(deadline, point=point) as store:  # a write checks the deadline before it commits
+        # (a write checks the deadline before it commits)
+        with access.pool.lend(deadline, point=point, write=write) as store:
             answer = work(GuardedStore(store, g.credential))
         deadline.check("the answer was dropped")  # a read past the deadline answers nothing
         return answer

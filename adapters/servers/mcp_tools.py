@@ -49,13 +49,14 @@ class Tools:
         """Remember free text: P-Mem extracts the facts it states and records each one (an update keeps the
         old value as superseded). Answers one receipt per fact."""
         record: dict[str, object] = {"text": text} if trust is None else {"text": text, "trust": trust}
-        return guarded_call(self.access, ctx, lambda g: _receipts(g.ingest([record], namespace)["receipts"]))
+        return guarded_call(self.access, ctx, lambda g: _receipts(g.ingest([record], namespace)["receipts"]),
+                            write=True)
 
     def apply(self, operations: Operations, ctx: Context, namespace: Namespace = None) -> CallToolResult:
         """Apply typed operations atomically (all or nothing). Use it for exact changes; use `remember` for
         free text. The source is set from your credential and trust capped at its maximum; receipts say so."""
         self.access.limits.batch_of(operations, "operations")
-        return guarded_call(self.access, ctx, lambda g: _receipts(g.apply(operations, namespace)))
+        return guarded_call(self.access, ctx, lambda g: _receipts(g.apply(operations, namespace)), write=True)
 
     def get(self, key: Key, ctx: Context, as_of: AsOf = None, disclose: Disclose = None,
             namespace: Namespace = None) -> CallToolResult:

@@ -73,14 +73,20 @@ class ServedStore(Store):
 
 
 class StorePool:
-    """Up to ``size`` stores made by ``open_store``, each lent to one request at a time. A pool of three
-    or more keeps one of them for point reads (``lend(point=True)``: a cell, its history): searches and
-    reads, which take far longer, hold at most the others, so a ``get`` never queues behind them."""
+    """Up to ``size`` stores made by ``open_store``, each lent to one request at a time. Writes and heavy
+    reads (search, read, ``next``...) never take the last store, so a point read (a cell, its history:
+    ``lend(point=True)``) never queues behind them, and heavy reads hold at most ``heavy`` stores at once.
 
-    def __init__(self, open_store: Callable[[], ServedStore], size: int) -> None:
+    Why one heavy read at a time by default: a process's GIL runs one thread's Python at a time, so two
+    CPU-bound searches side by side take as long as one after the other, and each thread running Python
+    makes every ``get`` wait longer for its turn (docs/server.md, "Processes, workers"). Writes are not
+    held to it: they mostly wait for the log's write lock, with the GIL released."""
+
+    def __init__(self, open_store: Callable[[], ServedStore], size: int, heavy: int = 1) -> None:
         self._open_store, self.size = open_store, size
-        self.others_max = size - 1 if size >= 3 else size  # stores lent at once to requests that are not point reads
-        self._others = 0
+        self.others_max = size - 1 if size >= 2 else size  # stores lent at once to writes and heavy reads
+        self.heavy_max = min(heavy, self.others_max)  # ... and of those, to heavy reads
+        self._others = self._heavy = 0
         self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
         self.scoring = ScorerSlot(self._score_worker)  # and one score worker, on a store of its own
         self._scoring_store: ServedStore | None = None
@@ -94,10 +100,11 @@ class StorePool:
             return store
 
     @contextmanager
-    def lend(self, deadline: Deadline, *, point: bool = False) -> Iterator[ServedStore]:
+    def lend(self, deadline: Deadline, *, point: bool = False, write: bool = False) -> Iterator[ServedStore]:
         """A store for one request, waiting at most until ``deadline`` for one to be free; ``point``: a
-        point read, which may take the store the others leave."""
-        store = self._take(deadline, point)
+        point read, which may take the store the others leave; ``write``: a write, not held to ``heavy``."""
+        kind = "point" if point else "write" if write else "heavy"
+        store = self._take(deadline, kind)
         store.deadline = deadline
         try:
             yield store
@@ -105,18 +112,30 @@ class StorePool:
             store.deadline = None
             with self._ready:
                 self._idle.append(store)
-                self._others -= not point
+                self._count(kind, -1)
                 self._ready.notify_all()  # (the waiters differ in what they may take)
 
-    def _may_take(self, point: bool) -> bool:
-        return (bool(self._idle) or len(self._all) < self.size) and (point or self._others < self.others_max)
+    def _count(self, kind: str, n: int) -> None:
+        self._others += n * (kind != "point")
+        self._heavy += n * (kind == "heavy")
 
-    def _take(self, deadline: Deadline, point: bool) -> ServedStore:
+    def _may_take(self, kind: str) -> bool:
+        free = bool(self._idle) or len(self._all) < self.size
+        return free and (kind == "point" or self._others < self.others_max
+                         and (kind == "write" or self._heavy < self.heavy_max))
+
+    def _busy(self, kind: str, deadline: Deadline) -> str:
+        waited = f"within the deadline of {deadline.seconds:g} s (--deadline)"
+        if kind == "heavy" and self._heavy >= self.heavy_max:
+            return f"no turn was free {waited} ({self.heavy_max} searches, reads and the like at once; --heavy)"
+        return f"no connection was free {waited} (all {self.size} busy; --connections)"
+
+    def _take(self, deadline: Deadline, kind: str) -> ServedStore:
         with self._ready:
-            while not self._may_take(point):
-                if not self._ready.wait(deadline.left()) and not self._may_take(point):
-                    raise DeadlinePassed(f"no connection was free (all {self.size} busy; --connections)")
-            self._others += not point
+            while not self._may_take(kind):
+                if not self._ready.wait(deadline.left()) and not self._may_take(kind):
+                    raise DeadlinePassed(self._busy(kind, deadline))
+            self._count(kind, 1)
             if self._idle:
                 return self._idle.pop()
             self._all.append(placeholder := _Opening())
@@ -125,7 +144,7 @@ class StorePool:
         except BaseException:
             with self._ready:
                 self._all.remove(placeholder)
-                self._others -= not point
+                self._count(kind, -1)
                 self._ready.notify_all()
             raise
         with self._ready:

@@ -1,9 +1,12 @@
 """The stores a server process lends its requests, on a real SQLite file: one store each while lent,
-the last returned lent first, a wait bounded by the request's deadline, and a write batch whose deadline
-passes before its commit rolled back whole."""
+the last returned lent first, a wait bounded by the request's deadline, one search or read at a time
+beside writes and a cell's reads, and a write batch whose deadline passes before its commit rolled back
+whole."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +24,7 @@ def pool(tmp_path: Path) -> Iterator[StorePool]:
     db = str(tmp_path / "mem.db")
     with pmem.open(db, embedder="hashing") as store:
         store.accept("office", "Lisbon")
-    made = StorePool(lambda: ServedStore(db, embedder="hashing"), 2)
+    made = StorePool(lambda: ServedStore(db, embedder="hashing"), 3, heavy=2)  # two searches at once
     yield made
     made.close()
 
@@ -37,9 +40,42 @@ def test_requests_at_once_get_stores_of_their_own_and_one_at_a_time_reuse_one(po
 
 
 def test_a_request_waits_for_a_store_only_until_its_deadline(pool: StorePool) -> None:
-    with pool.lend(Deadline(5)), pool.lend(Deadline(5)), pytest.raises(DeadlinePassed, match="--connections"):
-        with pool.lend(Deadline(0.2)):
+    with pool.lend(Deadline(5)), pool.lend(Deadline(5)), pool.lend(Deadline(5), point=True):
+        with pytest.raises(DeadlinePassed, match="--connections"), pool.lend(Deadline(0.2), point=True):
             pass
+
+
+def test_one_search_or_read_at_a_time_by_default_with_writes_and_a_cells_reads_beside_it(tmp_path: Path) -> None:
+    db = str(tmp_path / "mem.db")
+    with pmem.open(db, embedder="hashing") as store:
+        store.accept("office", "Lisbon")
+    pool = StorePool(lambda: ServedStore(db, embedder="hashing"), 3)
+    done: list[str] = []
+    try:
+        with pool.lend(Deadline(5)) as search:
+            with pytest.raises(DeadlinePassed, match="--heavy"), pool.lend(Deadline(0.2)):
+                pass  # a second search waits its turn
+            with pool.lend(Deadline(5), point=True) as a, pool.lend(Deadline(5), point=True) as b:
+                assert len({id(search), id(a), id(b)}) == 3 and a.get("office").value == "Lisbon"
+            with pool.lend(Deadline(5), write=True) as write:  # a write is not held to the turn...
+                assert write is not search
+                with pytest.raises(DeadlinePassed, match="--connections"), pool.lend(Deadline(0.2), write=True):
+                    pass  # ... but never takes the last store, which a cell's reads keep
+                with pool.lend(Deadline(5), point=True) as point:
+                    assert point not in (search, write)
+            waiting = threading.Thread(target=lambda: _lend_and_note(pool, done))
+            waiting.start()
+            time.sleep(0.3)
+            assert done == []  # still waiting while the first holds the turn
+        waiting.join(10)
+        assert done == ["lent"]
+    finally:
+        pool.close()
+
+
+def _lend_and_note(pool: StorePool, done: list[str]) -> None:
+    with pool.lend(Deadline(10)):
+        done.append("lent")
 
 
 def test_a_batch_whose_deadline_passes_before_its_commit_writes_nothing(pool: StorePool) -> None:
