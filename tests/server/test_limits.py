@@ -91,6 +91,6 @@ def test_the_log_without_a_limit_answers_one_page_of_the_limit(api: tuple[httpx.
 
 def test_a_bad_limit_option_is_a_one_line_usage_error(tmp_path: Path) -> None:
     db = str(tmp_path / "mem.db")
-    for option, value in (("--max-k", "0"), ("--deadline", "-1"), ("--connections", "0")):
+    for option, value in (("--max-k", "0"), ("--deadline", "-1"), ("--connections", "0"), ("--heavy", "0")):
         out = pmem(db, "serve", "--insecure-local", option, value)
         assert out.returncode == 2 and option in out.stderr and len(out.stderr.strip().splitlines()) == 1, out
