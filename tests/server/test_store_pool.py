@@ -73,6 +73,25 @@ def test_one_search_or_read_at_a_time_by_default_with_writes_and_a_cells_reads_b
         pool.close()
 
 
+def test_searches_keep_to_the_store_with_a_vector_index_and_a_cells_reads_to_the_others(tmp_path: Path) -> None:
+    db = str(tmp_path / "mem.db")
+    with pmem.open(db, embedder="hashing") as store:
+        store.accept("office", "Lisbon")
+    pool = StorePool(lambda: ServedStore(db, embedder="hashing"), 3)
+    try:
+        with pool.lend(Deadline(5)) as searcher:
+            assert searcher.search("office", 5)[0].cell.value == "Lisbon"
+        assert searcher.has_vectors
+        with pool.lend(Deadline(5), point=True) as a, pool.lend(Deadline(5), point=True) as other:
+            assert a is searcher and other is not searcher  # the only idle store, then a new one
+        with pool.lend(Deadline(5), point=True) as point:  # searcher came back last: still not it
+            assert point is other and not point.has_vectors and point.get("office").value == "Lisbon"
+        with pool.lend(Deadline(5)) as search:  # `other` came back last: the searcher still
+            assert search is searcher
+    finally:
+        pool.close()
+
+
 def _lend_and_note(pool: StorePool, done: list[str]) -> None:
     with pool.lend(Deadline(10)):
         done.append("lent")
