@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, cast
 
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
@@ -41,6 +41,15 @@ class ServedStore(Store):
         for name, projection in self.projections.items():
             projection.fold_lock = fold_locks.setdefault(name, projection.fold_lock)
         self._searches.scoring = scoring
+
+    @property
+    def idle(self) -> Callable[[], AbstractContextManager[Any]]:
+        """What a read waiting for other work runs its wait in (:class:`StorePool` lends its turn out)."""
+        return self._w.idle
+
+    @idle.setter
+    def idle(self, idle: Callable[[], AbstractContextManager[Any]]) -> None:
+        self._w.idle = idle
 
     @property
     def has_vectors(self) -> bool:
@@ -111,14 +120,34 @@ class StorePool:
         kind = "point" if point else "write" if write else "heavy"
         store = self._take(deadline, kind)
         store.deadline = deadline
+        if kind == "heavy":
+            store.idle = lambda: self._turn_lent(deadline)
         try:
             yield store
         finally:
             store.deadline = None
+            store.idle = nullcontext
             with self._ready:
                 self._idle.append(store)
                 self._count(kind, -1)
                 self._ready.notify_all()  # (the waiters differ in what they may take)
+
+    @contextmanager
+    def _turn_lent(self, deadline: Deadline) -> Iterator[None]:
+        """A heavy read's turn lent out while it waits for work elsewhere (``next`` for its scores), and
+        taken back after, within its ``deadline``."""
+        with self._ready:
+            self._heavy -= 1
+            self._ready.notify_all()
+        try:
+            yield
+        finally:
+            with self._ready:
+                while self._heavy >= self.heavy_max:
+                    if not self._ready.wait(deadline.left()) and self._heavy >= self.heavy_max:
+                        self._heavy += 1  # lend() gives it back: the count stays whole
+                        raise DeadlinePassed(self._busy("heavy", deadline))
+                self._heavy += 1
 
     def _count(self, kind: str, n: int) -> None:
         self._others += n * (kind != "point")

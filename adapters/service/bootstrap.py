@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,8 @@ class Wiring:
     lock: threading.RLock = field(default_factory=threading.RLock)  # one projection connection
     vectors: VectorSearch | None = None  # built on the first search
     until: Until = NO_LIMIT  # when a read must stop: a server's request deadline
+    # around a read's wait for other work (``next`` for its scores): a server's pool lends the turn out
+    idle: Callable[[], AbstractContextManager[Any]] = nullcontext
 
     def vector_search(self) -> VectorSearch:
         if self.vectors is None:  # faiss and numpy load here, not when the CLI starts

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,24 @@ def test_searches_keep_to_the_store_with_a_vector_index_and_a_cells_reads_to_the
             assert point is other and not point.has_vectors and point.get("office").value == "Lisbon"
         with pool.lend(Deadline(5)) as search:  # `other` came back last: the searcher still
             assert search is searcher
+    finally:
+        pool.close()
+
+
+def test_a_read_waiting_for_other_work_lends_its_turn_and_takes_it_back(tmp_path: Path) -> None:
+    pool = StorePool(lambda: ServedStore(str(tmp_path / "mem.db"), embedder="hashing"), 3)
+    try:
+        with pool.lend(Deadline(5)) as waiting:
+            with waiting.idle():  # as `next` waits for its scores
+                with pool.lend(Deadline(0.5)) as other:  # another search runs meanwhile
+                    assert other is not waiting
+            with pytest.raises(DeadlinePassed, match="--heavy"), pool.lend(Deadline(0.2)):
+                pass  # the turn is back with the waiting read
+        with ExitStack() as other_search, pytest.raises(DeadlinePassed, match="--heavy"):
+            with pool.lend(Deadline(0.3)) as waiting, waiting.idle():
+                other_search.enter_context(pool.lend(Deadline(5)))  # holds the turn past the deadline
+        with pool.lend(Deadline(0.5)):
+            pass  # every turn was given back
     finally:
         pool.close()
 
