@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -106,7 +107,7 @@ class Runtime:
         deadline = Deadline(self.limits.deadline_s)
         if write:
             try:
-                return await anyio.to_thread.run_sync(self.answer, token, work, deadline, False, True)
+                return await anyio.to_thread.run_sync(partial(self.answer, write=True), token, work, deadline)
             finally:
                 self.current.nudge()
         with anyio.move_on_after(deadline.left()):

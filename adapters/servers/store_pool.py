@@ -43,13 +43,13 @@ class ServedStore(Store):
         self._searches.scoring = scoring
 
     @property
-    def idle(self) -> Callable[[], AbstractContextManager[Any]]:
+    def waiting(self) -> Callable[[], AbstractContextManager[Any]]:
         """What a read waiting for other work runs its wait in (:class:`StorePool` lends its turn out)."""
-        return self._w.idle
+        return self._w.waiting
 
-    @idle.setter
-    def idle(self, idle: Callable[[], AbstractContextManager[Any]]) -> None:
-        self._w.idle = idle
+    @waiting.setter
+    def waiting(self, waiting: Callable[[], AbstractContextManager[Any]]) -> None:
+        self._w.waiting = waiting
 
     @property
     def has_vectors(self) -> bool:
@@ -121,12 +121,12 @@ class StorePool:
         store = self._take(deadline, kind)
         store.deadline = deadline
         if kind == "heavy":
-            store.idle = lambda: self._turn_lent(deadline)
+            store.waiting = lambda: self._turn_lent(deadline)
         try:
             yield store
         finally:
             store.deadline = None
-            store.idle = nullcontext
+            store.waiting = nullcontext
             with self._ready:
                 self._idle.append(store)
                 self._count(kind, -1)

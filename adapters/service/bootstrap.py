@@ -121,7 +121,7 @@ class Wiring:
     vectors: VectorSearch | None = None  # built on the first search
     until: Until = NO_LIMIT  # when a read must stop: a server's request deadline
     # around a read's wait for other work (``next`` for its scores): a server's pool lends the turn out
-    idle: Callable[[], AbstractContextManager[Any]] = nullcontext
+    waiting: Callable[[], AbstractContextManager[Any]] = nullcontext
 
     def vector_search(self) -> VectorSearch:
         if self.vectors is None:  # faiss and numpy load here, not when the CLI starts

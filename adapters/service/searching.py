@@ -153,7 +153,7 @@ class Searches:
             projection.check_readable(ns, None)
             current = projection.scored(ns)[2]
         if not current:
-            with self.w.idle():  # waiting for the worker uses no CPU: others may have the turn meanwhile
+            with self.w.waiting():  # waiting for the worker uses no CPU: others may have the turn meanwhile
                 self.scorer().wait(lambda: bool(projection.scored(ns)[2]), wait)
         with self.w.lock:
             position, top, current = projection.scored(ns)

@@ -97,13 +97,13 @@ def test_a_read_waiting_for_other_work_lends_its_turn_and_takes_it_back(tmp_path
     pool = StorePool(lambda: ServedStore(str(tmp_path / "mem.db"), embedder="hashing"), 3)
     try:
         with pool.lend(Deadline(5)) as waiting:
-            with waiting.idle():  # as `next` waits for its scores
+            with waiting.waiting():  # as `next` waits for its scores
                 with pool.lend(Deadline(0.5)) as other:  # another search runs meanwhile
                     assert other is not waiting
             with pytest.raises(DeadlinePassed, match="--heavy"), pool.lend(Deadline(0.2)):
                 pass  # the turn is back with the waiting read
         with ExitStack() as other_search, pytest.raises(DeadlinePassed, match="--heavy"):
-            with pool.lend(Deadline(0.3)) as waiting, waiting.idle():
+            with pool.lend(Deadline(0.3)) as waiting, waiting.waiting():
                 other_search.enter_context(pool.lend(Deadline(5)))  # holds the turn past the deadline
         with pool.lend(Deadline(0.5)):
             pass  # every turn was given back
