@@ -8,6 +8,10 @@ on from the stored PageRank and communities) run without it, so other requests g
 from a graph that a later
 write changed are not stored (:meth:`~pmem.adapters.readmodels.graph_projection.GraphProjection.store_scores`)
 and the next round scores again. A failure is kept and raised to the requests that wait.
+
+A server's worker (``apart``) builds and scores in a child process (:mod:`.score_process`), so the
+server's other threads do not wait for the GIL meanwhile. Others score in their thread: a one-shot
+command (``pmem next``) would spend longer starting a child than scoring a usual namespace.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from pmem.adapters.graph.score_process import Rows, ScoreProcess, Scores, Seed, score_namespace
+
 
 class ScoreWorker:
     """Re-scores the dirty namespaces of ``projection`` (a graph projection) in a background thread."""
 
-    def __init__(self, projection: Any, lock: AbstractContextManager[Any]) -> None:
+    def __init__(self, projection: Any, lock: AbstractContextManager[Any], *, apart: bool = False) -> None:
         self.projection = projection
         self.lock = lock
+        self.process = ScoreProcess() if apart else None  # where a round scores: None, in this thread
         self.rounds = 0  # finished rounds: a waiter sleeps only while none finished since it looked
         self.failure: BaseException | None = None
         self._wake = threading.Condition()
@@ -58,6 +65,8 @@ class ScoreWorker:
         with self._wake:
             self._closed = True
             self._wake.notify_all()
+        if self.process is not None:
+            self.process.close()
 
     def _start(self) -> None:
         self._asked = True
@@ -84,9 +93,6 @@ class ScoreWorker:
                 self._wake.notify_all()
 
     def _round(self) -> None:
-        from pmem.adapters.graph.scores import stored_values
-        from pmem.projections.graph import build_graph, without_system
-
         with self.lock, self.projection.fold_lock:  # (the lock a server's stores fold under)
             if self._closed:
                 return
@@ -97,10 +103,15 @@ class ScoreWorker:
                 if self._closed:
                     return
                 position, rows, seed = self.projection.rows_to_score(ns)
-            values, top = stored_values(without_system(build_graph(rows)), seed)  # built without the lock too
+            values, top = self._score(rows, seed)  # built without the lock too
             with self.lock:
                 if self._closed:
                     return
                 if not self.projection.store_scores(ns, position, values, top):
                     with self._wake:
                         self._asked = True  # changed meanwhile: score it again
+
+    def _score(self, rows: Rows, seed: Seed) -> Scores:
+        if self.process is None:
+            return score_namespace(rows, seed)
+        return self.process.score(rows, seed)

@@ -102,7 +102,8 @@ class StorePool:
         self.heavy_max = min(heavy, self.others_max)  # ... and of those, to heavy reads
         self._others = self._heavy = 0
         self.fold_locks: dict[str, threading.Lock] = {}  # one per projection, shared by the pool's stores
-        self.scoring = ScorerSlot(self._score_worker)  # and one score worker, on a store of its own
+        # and one score worker, on a store of its own, scoring in a child process: the GIL stays with requests
+        self.scoring = ScorerSlot(self._score_worker, apart=True)
         self._scoring_store: ServedStore | None = None
         self._idle: list[ServedStore] = []
         self._all: list[ServedStore | _Opening] = []

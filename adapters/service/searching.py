@@ -26,12 +26,14 @@ SCORE_WAIT_S = 2.0  # how long ``next`` waits for stale graph scores by default:
 class ScorerSlot:
     """Where the :class:`~pmem.adapters.graph.scorer.ScoreWorker` of one or more stores is kept: a server's
     stores share one, so a process scores each namespace once, not once per pooled store. ``place``: the
-    graph projection and lock it works with (None: those of the store that first asks)."""
+    graph projection and lock it works with (None: those of the store that first asks); ``apart``: whether
+    it scores in a child process (a server's: :mod:`pmem.adapters.graph.score_process`)."""
 
-    def __init__(self, place: Callable[[], tuple[Any, Any]] | None = None) -> None:
+    def __init__(self, place: Callable[[], tuple[Any, Any]] | None = None, *, apart: bool = False) -> None:
         self.lock = threading.Lock()
         self.worker: ScoreWorker | None = None
         self.place = place
+        self.apart = apart
 
 
 class Searches:
@@ -167,9 +169,10 @@ class Searches:
 
         with self.scoring.lock:
             if self.scoring.worker is None and self.scoring.place is not None:
-                self.scoring.worker = ScoreWorker(*self.scoring.place())
+                self.scoring.worker = ScoreWorker(*self.scoring.place(), apart=self.scoring.apart)
             elif self.scoring.worker is None:
-                self._scorer = self.scoring.worker = ScoreWorker(self.w.projections["graph"], self.w.lock)
+                self._scorer = self.scoring.worker = ScoreWorker(self.w.projections["graph"], self.w.lock,
+                                                                 apart=self.scoring.apart)
             return self.scoring.worker
 
     def close(self) -> None:
