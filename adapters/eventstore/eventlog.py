@@ -43,6 +43,7 @@ from pmem.adapters.eventstore.log_access import Forgetting
 from pmem.adapters.eventstore.packed import PackedCells
 from pmem.adapters.eventstore.sealing import FORGOTTEN_TOPIC, Key, Keyring, key_scope, new_key, nonces, scrubbed, seal
 from pmem.adapters.eventstore.stored_log import CellRange
+from pmem.adapters.eventstore.write_behind import WriteBehind
 from pmem.adapters.storage.backend import open_backend
 from pmem.domain.cell import CellEvent, Forgotten, MemoryCell, NotApplied
 from pmem.domain.decide import execute
@@ -87,6 +88,7 @@ class EventLog(Application[UUID]):
         self.max_retries = max_retries
         self._cells: dict[tuple[str, str], tuple[MemoryCell, str]] = {}  # compact states (see .cell_state)
         self.stream_cached_cells = STREAM_CACHED_CELLS  # the cells a streamed batch holds between chunks
+        self.stream_packed_cells = STREAM_PACKED_CELLS  # ... and the state records it keeps past those
         # a streamed batch's state records, ``cell id hex -> (revision, record, raw data key or None)``:
         # valid only inside the batch (it holds the write lock)
         self._stream_states: dict[str, tuple[int, bytes, tuple[int, bytes] | None]] = {}
@@ -101,6 +103,8 @@ class EventLog(Application[UUID]):
             except self._errors + (OSError,) as e:
                 raise StoreUnavailable(f"cannot open store {self.db}: {_first_line(e)}") from e
         self.keys = Keyring(key_scope(self.backend), lambda cells: self._read(self.recorder.select_keys, cells))
+        self._held = WriteBehind()  # a streamed batch's records and new keys, until its flush
+        self.keys.unstored = self._held.keys
         self._heal_state()
 
     recorder: Any  # pmem.adapters.eventstore.sqlite_log.PmemRecorder or pmem.adapters.eventstore.pg_log.PmemPgRecorder
@@ -150,6 +154,7 @@ class EventLog(Application[UUID]):
                     count += len(ops)
                     chunk = next(it, None)
                     self._bound_stream_cache()
+                self._held.flush(self.recorder)
         except BaseException as e:
             self._drop_cells()
             self.keys.drop_all()  # keys made by a rolled-back batch exist nowhere: read them all afresh
@@ -181,6 +186,7 @@ class EventLog(Application[UUID]):
     def _drop_cells(self) -> None:
         self._cells.clear()
         self._stream_states.clear()
+        self._held.clear()
         self._folds.clear()
 
     def _heal_state(self) -> None:
@@ -272,20 +278,35 @@ class EventLog(Application[UUID]):
                 yield hexid, cell.version, event_class.TOPIC, encode_state(fields, event_class.class_version)
 
         writes = StateWrites([], [], [], [])
-        first = self.recorder.insert_rows(rows(), count, op_id_rows, key_rows,
-                                          states=lambda: self._compacted(cells, fetched, writes))
+        stream = self._stream_folds is not None
+
+        def states() -> StateWrites:
+            self._compacted(cells, fetched, writes)
+            return writes._replace(states=[]) if stream else writes  # (a stream's are held: .write_behind)
+
+        first = self.recorder.insert_rows(rows(), count, op_id_rows, () if stream else key_rows, states=states)
         for c, life, raw in key_rows:
             self.keys.remember(c, life, raw)
         self._cells.update(cells)
-        if self._stream_folds is not None:  # a streamed batch: its records, for cells touched again
-            packed = self._stream_states
-            if len(packed) + len(writes.states) > STREAM_PACKED_CELLS:
-                packed.clear()
-            for h, _, revision, blob in writes.states:
-                # a copy: orjson's bytes keep the 4 KiB it first allocated (50,000 cells: 195 MiB)
-                packed[h] = (revision, bytes(memoryview(blob)), None)
+        if stream:
+            self._hold(writes, key_rows)
         earlier = self.receipts_at([o[1] for o in outcomes if len(o) == 2 and o[0] == "old"], self._stream_folds)
         return _receipts(outcomes, first, earlier)
+
+    def _hold(self, writes: StateWrites, key_rows: list[tuple[str, int, bytes]]) -> None:
+        """Keep a streamed chunk's records (for cells touched again) and hold them back with its new keys;
+        past :attr:`stream_packed_cells` records kept, store the held ones and let the kept ones go."""
+        packed = self._stream_states
+        if len(packed) + len(writes.states) > self.stream_packed_cells:
+            self._held.flush(self.recorder)  # a record let go is read from the table again
+            packed.clear()
+        rows = []
+        for h, ns, revision, blob in writes.states:
+            # a copy: orjson's bytes keep the 4 KiB it first allocated (50,000 cells: 195 MiB)
+            record = bytes(memoryview(blob))
+            packed[h] = (revision, record, None)
+            rows.append((h, ns, revision, record))
+        self._held.hold(rows, key_rows)
 
     @staticmethod
     def _sealed(fields: dict[str, Any], hexid: str, revision: int, batch_keys: dict[str, Key],

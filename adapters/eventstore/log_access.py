@@ -84,7 +84,7 @@ class LogAccess:
         s, d = self.sql, self.sql.d
         d.insert(c, f"INSERT INTO {s.op_ids}", ("text", "text", "int"),
                  [(ns, op_id, first + pos) for ns, op_id, pos in op_ids])
-        d.insert(c, f"INSERT INTO {s.keys}", ("text", "int", "blob"), sorted(keys))
+        self._insert_keys(c, keys)
         if forgetting is not None:
             for part in chunks(d, forgetting.cells):
                 c.execute(s.ids.delete_keys(len(part)), d.any_params(part))
@@ -94,6 +94,16 @@ class LogAccess:
             self.states.write(c, states())
             if count:  # (no events, no write: an empty batch holds only a read snapshot, which may be stale)
                 c.execute(s.state.advance(), (first + count - 1, first - 1))
+
+    def write_held(self, keys: Iterable[KeyRow], states: StateWrites) -> None:
+        """New data keys and cell records a streamed batch held back (:mod:`.write_behind`), written in
+        its transaction."""
+        with self._tx(commit=True) as c:
+            self._insert_keys(c, keys)
+            self.states.write(c, states)
+
+    def _insert_keys(self, c: Any, keys: Iterable[KeyRow]) -> None:
+        self.sql.d.insert(c, f"INSERT INTO {self.sql.keys}", ("text", "int", "blob"), sorted(keys))
 
     # -- reads ----------------------------------------------------------------------------------
     def select_cells(self, ids: Sequence[UUID], upto: int | None = None) -> RawRows:

@@ -146,6 +146,8 @@ class Keyring:
     def __init__(self, store: str, fetch: Fetch) -> None:
         self.store, self.fetch = store, fetch
         self.staged: dict[str, tuple[int, bytes]] = {}  # a rebuild's range of keys, raw (see absorb)
+        # new keys a streamed batch holds back from the table until its flush (see .write_behind)
+        self.unstored: dict[str, tuple[int, bytes]] = {}
 
     def get(self, cell: str) -> Key | None:
         found = CACHE.get((self.store, cell))
@@ -180,9 +182,11 @@ class Keyring:
     def _raw(self, cells: Iterable[str]) -> dict[str, RawKey]:
         out: dict[str, RawKey] = {}
         missing = []
-        store = self.store
+        store, unstored = self.store, self.unstored
         for c in dict.fromkeys(cells):
             found = CACHE.get((store, c))
+            if found is None:
+                found = unstored.get(c)
             if found is None:
                 missing.append(c)
             else:

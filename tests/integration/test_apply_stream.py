@@ -129,16 +129,17 @@ def _probed(chunks: list[list[Operation]], look: Callable[[], None]) -> Iterator
         yield chunk
 
 
-@pytest.mark.parametrize("cells_held", [1000, 10])  # every cell kept between chunks; or all read again
+# every cell kept between chunks; or all let go, their records kept; or those too, stored and read again
+@pytest.mark.parametrize(("cells_held", "records_kept"), [(1000, 1000), (10, 1000), (10, 10)])
 def test_cells_held_or_read_again_between_chunks_decide_as_one_batch(store: pmem.Store, backend: Backend,
-                                                                       cells_held: int) -> None:
+                                                                       cells_held: int, records_kept: int) -> None:
     chunks = [_mixed(n * 80, 80) for n in range(12)]
     with pmem.open(backend.new_url()) as one:
         expected = [r.to_dict() for r in one.apply([op for c in _probed(chunks, lambda: None) for op in c])]
         expected_log = [{k: v for k, v in e.items() if k != "recorded_at"} for e in one.log()]
         expected_cells = {c.key: (c.value, c.status, c.alternatives) for c in one.frontier()}
     log = store.log_store
-    log.stream_cached_cells = cells_held
+    log.stream_cached_cells, log.stream_packed_cells = cells_held, records_kept
     held_seen: list[int] = []  # the cells held between each chunk and the next
     got: list[pmem.Receipt] = []
     store.apply_stream(_probed(chunks, lambda: held_seen.append(len(log._cells))), got.extend)
@@ -146,21 +147,25 @@ def test_cells_held_or_read_again_between_chunks_decide_as_one_batch(store: pmem
     assert [{k: v for k, v in e.items() if k != "recorded_at"} for e in store.log()] == expected_log
     assert {c.key: (c.value, c.status, c.alternatives) for c in store.frontier()} == expected_cells
     assert set(held_seen) == ({41} if cells_held > 41 else {1})  # all held; or let go, the probe's alone
+    assert log.state_mismatches() == []  # the records and chains stored are those folded from the log
+    assert not log._held.states and not log.keys.unstored  # nothing held back past the batch
 
 
 def test_a_rolled_back_batch_leaves_no_cell_state(store: pmem.Store) -> None:
     log = store.log_store
-    log.stream_cached_cells = 10
+    log.stream_cached_cells, log.stream_packed_cells = 10, 10
 
     def chunks() -> Iterator[list[Operation]]:
         yield _mixed(0, 80)
+        assert log.recorder.states.counts() == (0, 0)  # the records held back ...
         yield [Operation("accept", "default", "elsewhere", "v", Evidence())]
-        assert log.recorder.states.counts() == (41, 1)  # inside the batch: the state of its cells, written
+        assert log.recorder.states.counts() == (40, 1)  # ... until more were kept than the bound: stored
         raise InvalidBatch("missing 'value'", line=161, field="value")
 
     with pytest.raises(InvalidBatch):
         store.apply_stream(chunks(), lambda _: None)
     assert not log._cells and log.recorder.states.counts() == (0, 0)
+    assert not log._held.states and not log.keys.unstored
     assert store.last_index() == 0
 
 
