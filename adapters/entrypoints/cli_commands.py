@@ -51,6 +51,9 @@ def _apply(args: Args, store: Any) -> None:
             spool.write(b"".join([json_line(r.to_dict()) for r in receipts]))
 
         store.apply_stream(read_chunks(lines, args.namespace, store.key_edition), keep)
+        # ... nor at exit, where the interpreter collects once more whatever the setting: what is left
+        # alive is moved where no collection looks
+        gc.freeze()
         spool.seek(0)
         shutil.copyfileobj(spool, sys.stdout.buffer, 1 << 20)
 
