@@ -5,7 +5,7 @@ place by the commit. Written chunk by chunk, the records of a batch over many ke
 cell per chunk, each at a random place of a table far bigger than the page cache: SQLite then spills
 dirty pages to the WAL and writes them again. Held back, a cell touched in many chunks is written once,
 and a flush writes its rows in primary-key order, each page of the tables touched once, in order
-(docs/decisions.md, "The write path at scale").
+(docs/decisions.md, "A compact cell state beside the log").
 
 While rows are held, the batch must find them without the tables: every held record is also among the
 batch's state records (``EventLog._stream_states``, flushed before those are let go), and a held key is
