@@ -1,15 +1,16 @@
 """Scoring a namespace in a child process, so that a server's request threads do not wait for it.
 
-Building a namespace's graph and scoring it (PageRank, communities) is seconds of Python at 20,000
+Building a namespace's graph and scoring it (PageRank, communities) is 0.5 s or more of Python at 20,000
 cells, and a process runs one thread's Python at a time (the GIL): in the server's score worker thread it
 makes every request thread wait for its turns, so a ``get`` of a few ms takes tens. In a child process
 it runs beside them, on another core. Only plain data crosses: the fact rows and the stored seed in, the
 values to store out; the child opens no store.
 
 The child is started by forkserver (spawn where there is none), never by fork: a server has threads, and
-a forked child would copy the locks they hold. It is started by the first round and kept for the next
-ones. One that died (killed, out of memory) fails the round it was running with ``BrokenProcessPool``,
-which the worker raises to its waiters like any failure; the next round starts another.
+a forked child would copy the locks they hold (so, as for any spawned child, the program's main module
+must be safe to import: ``pmem``'s is). It is started by the first round and kept for the next ones. One
+that died (killed, out of memory) fails the round it was running with ``BrokenProcessPool``, which the
+worker raises to its waiters like any failure; the next round starts another.
 """
 
 from __future__ import annotations

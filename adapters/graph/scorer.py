@@ -11,7 +11,7 @@ and the next round scores again. A failure is kept and raised to the requests th
 
 A server's worker (``apart``) builds and scores in a child process (:mod:`.score_process`), so the
 server's other threads do not wait for the GIL meanwhile. Others score in their thread: a one-shot
-command (``pmem next``) would spend longer starting a child than scoring a usual namespace.
+command (``pmem next``) has no other thread to leave the GIL to, and a child would add its start.
 """
 
 from __future__ import annotations
