@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from eventsourcing.persistence import OperationalError
@@ -34,6 +34,7 @@ from eventsourcing.sqlite import (
 from pmem.adapters.eventstore.cell_state import StateWrites
 from pmem.adapters.eventstore.log_access import CellStates, Forgetting, KeyRow, LogAccess, Row
 from pmem.adapters.eventstore.log_sql import LogSql, SqliteDialect
+from pmem.adapters.storage.write_turns import turn_for, write_turn
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 CHECKPOINT_TRIES = 40
@@ -109,8 +110,15 @@ class PmemRecorder(LogAccess, SQLiteApplicationRecorder):
             self._write_beside(c, first, count[0], op_ids, keys, forgetting, states)
             return first
 
-    def _transaction(self, *, commit: bool) -> AbstractContextManager[Any]:
-        return self.datastore.transaction(commit=commit)
+    @contextmanager
+    def _transaction(self, *, commit: bool) -> Iterator[Any]:
+        if not commit:
+            with self.datastore.transaction(commit=False) as c:
+                yield c
+            return
+        # (the turn first: a writer of this process then never sleeps in SQLite's busy handler behind another)
+        with write_turn(turn_for(self.datastore.pool.db_name)), self.datastore.transaction(commit=True) as c:
+            yield c
 
     def _begin_batch(self, c: Any) -> None:
         c.execute(f"DELETE FROM {self.sql.keys} WHERE 0")  # a no-op write waits for the lock as any write does

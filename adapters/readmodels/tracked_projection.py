@@ -192,6 +192,17 @@ class TrackedProjection:
         last = self.log.last_index()
         if not self.pending_in(namespace, last if as_of is None else min(as_of, last)):
             return 0
+        return self._fold_waiting(last, until, progress)
+
+    def busy_for(self, namespace: str, as_of: int | None = None) -> bool:
+        """Whether a read of ``namespace`` as of ``as_of`` would wait for others: events of it are pending,
+        and another thread folds this projection or writes its file (a point read then asks the log)."""
+        if not self.fold_lock.locked() and not self.conn.write_busy():
+            return False
+        last = self.log.last_index()
+        return self.pending_in(namespace, last if as_of is None else min(as_of, last))
+
+    def _fold_waiting(self, last: int, until: Until, progress: Progress) -> int:
         while not self.fold_lock.acquire(timeout=min(until.left(), threading.TIMEOUT_MAX)):
             until.check(f"projection {self.name} was not caught up (another request was folding it)")
         try:

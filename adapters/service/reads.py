@@ -137,8 +137,17 @@ class Reads:
         return self.w.namespace if namespace is None else checked_namespace(namespace)
 
     def timeline(self, cid: UUID, as_of: int | None, namespace: str) -> Timeline | ProjectedCell | None:
-        """One cell (of ``namespace``)'s timeline as of ``as_of`` (None when it has no events by then)."""
+        """One cell (of ``namespace``)'s timeline as of ``as_of`` (None when it has no events by then).
+        While another request, or a server's catch-up thread, folds events this read needs into the
+        frontier projection, the cell is folded from the log instead (the reference the projection is
+        tested against, equal by definition): a point read never waits behind a fold of other
+        tenants' writes (docs/server.md, "Reads and the projections")."""
         with self.w.lock:
+            frontier = self.w.projections.get("frontier")
+            if isinstance(self.w.reader, ProjectionReader) and frontier is not None \
+                    and frontier.busy_for(namespace, as_of):
+                frontier.check_readable(namespace, as_of)
+                return ReplayReader(self.w.log.get()).timeline(cid, as_of)
             return self.caught_up_reader(namespace, as_of).timeline(cid, as_of)
 
     def timelines(self, cids: list[UUID], as_of: int, namespace: str) -> list[Timeline | ProjectedCell | None]:

@@ -63,6 +63,9 @@ class PgDb:
             self.raw.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self.schema}.{lock}",))
             yield
 
+    def write_busy(self) -> bool:
+        return False  # (the advisory lock is not looked at: a read that needs a fold waits for it)
+
     @contextmanager
     def snapshot(self) -> Iterator[None]:
         with self.raw.transaction():

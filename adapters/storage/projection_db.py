@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from pmem.adapters.storage.write_turns import busy, file_of, turn_for, write_turn
 from pmem.domain.errors import StoreUnavailable
 
 Params = Sequence[Any] | Mapping[str, Any]
@@ -43,6 +44,8 @@ class ProjectionDb(Protocol):
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
 
     def write(self, lock: str) -> Any: ...
+
+    def write_busy(self) -> bool: ...  # whether a write now would wait for another of this process
 
     def snapshot(self) -> Any: ...
 
@@ -79,6 +82,7 @@ class SqliteDb:
     def __init__(self, conn: sqlite3.Connection, *, fast_rebuild: bool = True) -> None:
         self.raw = conn
         self.fast_rebuild = fast_rebuild
+        self._turn = turn_for(file_of(conn))  # this process's writers of the file queue on it (.write_turns)
 
     def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
         return self.raw.execute(sql, params)
@@ -89,14 +93,18 @@ class SqliteDb:
     @contextmanager
     def write(self, lock: str) -> Iterator[None]:
         """One write transaction with the file's write lock taken up front (``lock`` is not needed:
-        SQLite has one writer at a time)."""
-        self.raw.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.raw.execute("ROLLBACK")
-            raise
-        self.raw.execute("COMMIT")
+        SQLite has one writer at a time), after this process's other writers of the file (.write_turns)."""
+        with write_turn(self._turn):
+            self.raw.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.raw.execute("ROLLBACK")
+                raise
+            self.raw.execute("COMMIT")
+
+    def write_busy(self) -> bool:
+        return busy(self._turn)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -2,13 +2,15 @@
 tenant's ``get`` is answered while another tenant's batch is being folded, without folding it, and every
 read sees the writes acknowledged before it, whichever of the process's stores serves it. In process, on
 the stores a server lends: a read that must fold waits for another store folding the same events, and
-stops between batches once its deadline passes, leaving the projection at a batch's end."""
+stops between batches once its deadline passes, leaving the projection at a batch's end; a point read
+that would wait is answered by a fold of its cell's events in the log instead."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -18,6 +20,8 @@ import pmem
 from pmem.adapters.readmodels.tracked_projection import WRITE_LOCK, tracked_position
 from pmem.adapters.servers.limits import Deadline, DeadlinePassed
 from pmem.adapters.servers.store_pool import ServedStore, StorePool
+from pmem.adapters.storage.projection_db import SqliteDb
+from pmem.adapters.storage.write_turns import file_of, turn_for
 from tests.server.deadlines import PassesAfterTheFirstCheck
 from tests.server.http_servers import add_key, bearer, serving
 
@@ -42,14 +46,15 @@ def test_a_tenants_get_is_answered_while_another_tenants_batch_is_being_folded(d
         with outside.projection_db.write(WRITE_LOCK):  # no process can fold anything until this ends
             behind = outside.last_index() - tracked_position(outside.projection_db, "frontier")
             got = httpx.get(f"{url}/v1/cells/secret", headers=b, timeout=30)
-            mine = InThread(f"{url}/v1/cells/office", a)  # tenant a's own read must wait for its batch
-            waiting = not mine.done.wait(1.0)
+            # tenant a's own read: from the log at once while the server's catch-up thread folds, or
+            # after its own fold of the batch; either way after the whole batch
+            mine = InThread(f"{url}/v1/cells/office", a)
+            mine.done.wait(1.0)
             still = outside.last_index() - tracked_position(outside.projection_db, "frontier")
         assert behind > 1_000 and still == behind  # the batch was being folded all along, and b folded none
         assert got.status_code == 200 and got.json()["value"] == "b's value", got.text
-        assert waiting, "tenant a's read answered before its own batch was folded"
         assert mine.done.wait(60) and mine.response is not None
-        assert mine.response.json()["value"] == "Madrid"  # read-your-writes: after the whole batch
+        assert mine.response.json()["value"] == "Madrid"  # read-your-writes
 
 
 class InThread:
@@ -132,9 +137,52 @@ def test_a_read_that_must_fold_waits_for_another_store_folding_and_only_until_it
         writer.apply(_batch("b", 10))
     with pool.fold_locks["frontier"]:  # another store of the process is folding
         with pool.lend(Deadline(0.3)) as reader, pytest.raises(DeadlinePassed, match="another request"):
-            reader.get("k1", namespace="b")
+            reader.frontier(namespace="b")
     with pool.lend(Deadline(60)) as reader:
-        assert reader.get("k1", namespace="b").value == "v1"
+        assert {v.key: v.value for v in reader.frontier(namespace="b")}["k1"] == "v1"
+
+
+@pytest.mark.parametrize("busy", ["folding", "writing"])
+def test_a_point_read_that_would_wait_for_another_fold_is_answered_from_the_log(pool: StorePool, busy: str) -> None:
+    with pool.lend(Deadline(60)) as writer:
+        writer.apply(_batch("b", 10))
+        writer.accept("k1", "v1 again", namespace="b")
+        at = writer.last_index()
+        writer.accept("k1", "v1 third", namespace="b")
+    with pool.lend(Deadline(60)) as reader, _held_by_another_thread(pool, reader, busy):
+        before = reader.frontier_projection.position()
+        assert reader.get("k1", namespace="b").value == "v1 third"  # (a wait would pass the deadline: 60 s)
+        assert reader.get("k1", namespace="b", as_of=at).value == "v1 again"
+        assert [v.value for v in reader.history("k1", namespace="b").versions] == ["v1", "v1 again", "v1 third"]
+        assert reader.frontier_projection.position() == before  # answered by a fold of the cell's events
+    with pool.lend(Deadline(60)) as reader:  # nobody else folds or writes: the read folds, as before
+        assert reader.get("k1", namespace="b").value == "v1 third"
+        assert reader.frontier_projection.position() == reader.last_index()
+
+
+@contextmanager
+def _held_by_another_thread(pool: StorePool, store: ServedStore, what: str) -> Iterator[None]:
+    """The frontier's fold lock (another store of the process folding) or the store file's write turn
+    (another thread writing it) held by a thread of its own while the block runs."""
+    if what == "writing" and not isinstance(store.projection_db, SqliteDb):
+        pytest.skip("PostgreSQL orders its writers itself: a read that must fold waits for them")
+    lock = pool.fold_locks["frontier"] if what == "folding" else turn_for(file_of(store.projection_db.raw))
+    assert lock is not None
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            done.wait(60)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def test_a_catch_up_past_the_deadline_stops_between_batches_with_whole_batches_applied(pool: StorePool) -> None:
