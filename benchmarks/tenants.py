@@ -13,12 +13,13 @@ connection each) send a mix for random tenants, each with its own token: ``get``
 baseline), then beside one more process, the heavy tenant, sending the heaviest request the limits
 allow in a loop, in turn: a batch of ``--max-batch`` operations, a read with a question of
 ``--max-question`` characters and ``k`` = ``--max-k``, a search with that ``k``, and (unless ``--no-next``)
-``next`` with that ``k``. Reported: every tenant's ``get`` p99 and ``search`` p99 in both phases, and over
-all tenants ``get``/``search``/floor p50 and p99 with the heavy tenant beside those without it (the goal:
-get p99 at most 2x the baseline, and at most 10 ms).
+``next`` with that ``k`` (``--only KIND,...`` keeps only those kinds, in both). Reported: every tenant's
+``get`` p99 and ``search`` p99 in both phases, and over all tenants ``get``/``search``/floor p50 and p99
+with the heavy tenant beside those without it (the goal: get p99 at most 2x the baseline, and at most
+10 ms).
 
     .venv/bin/python -m benchmarks.tenants [--quick] [--namespaces 50] [--min-cells 2000] [--max-cells 20000]
-        [--clients 8] [--seconds 30] [--no-next] [--store DIR]
+        [--clients 8] [--seconds 30] [--no-next] [--only get,ops,floor] [--store DIR]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ QUICK = {"namespaces": 10, "min_cells": 200, "max_cells": 2000, "seconds": 8}
 BATCH = 5000
 # "floor": ``GET /healthz``, no store touched: what the machine allows a request under the same load
 MIX = (("get", 50), ("search", 25), ("read", 10), ("ops", 10), ("next", 5), ("floor", 5))
+HEAVY_KINDS = ("ops", "read", "search", "next")  # what the heavy tenant sends, in turn
 Tenant = tuple[str, str, int]  # namespace, token, cells
 
 
@@ -148,13 +150,24 @@ def heavy_client(port: int, tenant: Tenant, kinds: list[str], limits: Limits, se
 Seen = list[tuple[int, str, int, float]]  # (tenant, or -1 for the heavy one; kind; status; seconds)
 
 
+def kinds_of(text: str) -> list[str]:
+    """``--only``: kinds of request from :data:`MIX`, one of them a heavy tenant's."""
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in dict(MIX)]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"expected kinds of {', '.join(k for k, _ in MIX)}, got {text!r}")
+    if not set(kinds) & set(HEAVY_KINDS):
+        raise argparse.ArgumentTypeError(f"the heavy tenant needs one of {', '.join(HEAVY_KINDS)}, got {text!r}")
+    return kinds
+
+
 def phase(port: int, tenants: list[Tenant], a: argparse.Namespace, with_heavy: bool) -> Seen:
     ctx = multiprocessing.get_context("fork")
     start = ctx.Event()
-    kinds = [k for k, _ in MIX if k != "next" or a.next]
+    kinds = [k for k, _ in MIX if (k != "next" or a.next) and k in a.only]
     jobs = [(client, (port, tenants, kinds, i, a.seconds)) for i in range(a.clients)]
     if with_heavy:
-        heavy_kinds = [k for k in ("ops", "read", "search", "next") if k != "next" or a.next]
+        heavy_kinds = [k for k in HEAVY_KINDS if (k != "next" or a.next) and k in a.only]
         jobs.append((heavy_client, (port, tenants[-1], heavy_kinds, Limits(), a.seconds)))
     pipes, procs = [], []
     for target, args in jobs:
@@ -202,6 +215,8 @@ def report(run: Run, tenants: list[Tenant], base: list[Any], loaded: list[Any]) 
     rows[0]["heavy requests"] = 0
     run.table(rows, "all tenants (ms)")
     for kind in ("get", "search", "floor"):
+        if not of(loaded, kind) or not of(base, kind):
+            continue  # (left out by --only)
         run.beside(f"{kind} p99 with the heavy tenant", percentile(of(loaded, kind), 99) * 1000,
                    "without", percentile(of(base, kind), 99) * 1000, "ms")
     run.figures["heavy"] = {k: {"count": len(of(heavy_rows, k)), "p50 ms": ms(of(heavy_rows, k), 50)}
@@ -216,6 +231,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--seconds", type=float, default=30, help="each phase's length")
     p.add_argument("--no-next", dest="next", action="store_false", help="leave next out of the mix")
+    p.add_argument("--only", type=kinds_of, default=[k for k, _ in MIX], metavar="KIND,...",
+                   help="keep only these kinds of request in the mix and the heavy tenant's turns "
+                        f"(of {', '.join(k for k, _ in MIX)}; e.g. get,ops,floor: what writes alone cost)")
     p.add_argument("--quick", action="store_true",
                    help="a smaller run: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     p.add_argument("--store", help="build the store in this folder (default: a temporary one)")
