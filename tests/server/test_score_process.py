@@ -40,6 +40,15 @@ def _worker(pool: StorePool) -> ScoreWorker:
     return worker
 
 
+def _scored_once(pool: StorePool, store: pmem.Store) -> tuple[ScoreProcess, int]:
+    """Namespace ``a`` written and scored once: the pool's score process, and its child's pid."""
+    _write(store, "a", "first")
+    store.what_next(3, namespace="a", wait=None)
+    process = _worker(pool).process
+    assert process is not None
+    return process, process.run(os.getpid)
+
+
 def _until_gone(pid: int) -> None:
     """Until the killed ``pid`` is reaped, and its pool had time to see it (at once, but in another thread)."""
     end = time.monotonic() + 30
@@ -74,11 +83,7 @@ def test_a_servers_worker_scores_in_a_child_process_and_stores_what_recompute_gi
 
 def test_a_child_killed_during_a_round_fails_it_for_the_waiter_and_the_next_round_recovers(pool: StorePool) -> None:
     with pool.lend(Deadline(60)) as store:
-        _write(store, "a", "first")
-        store.what_next(3, namespace="a", wait=None)
-        process = _worker(pool).process
-        assert process is not None
-        child = process.run(os.getpid)
+        process, child = _scored_once(pool, store)
         os.kill(child, signal.SIGSTOP)  # the next round's scoring cannot finish...
         _write(store, "a", "second")
         stale = store.what_next(3, namespace="a", wait=0.5)  # ... so this answers from the older scores
@@ -92,11 +97,7 @@ def test_a_child_killed_during_a_round_fails_it_for_the_waiter_and_the_next_roun
 
 def test_a_child_that_died_between_rounds_is_replaced_without_failing_one(pool: StorePool) -> None:
     with pool.lend(Deadline(60)) as store:
-        _write(store, "a", "first")
-        store.what_next(3, namespace="a", wait=None)
-        process = _worker(pool).process
-        assert process is not None
-        child = process.run(os.getpid)
+        _, child = _scored_once(pool, store)
         os.kill(child, signal.SIGKILL)
         _until_gone(child)
         _write(store, "a", "second")
