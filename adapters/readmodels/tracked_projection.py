@@ -184,23 +184,19 @@ class TrackedProjection:
         return applied
 
     def catch_up_for(self, namespace: str, as_of: int | None = None, until: Until = NO_LIMIT,
-                     progress: Progress = silent) -> int:
+                     progress: Progress = silent, *, wait: bool = True) -> int | None:
         """Catch up as far as a read of ``namespace`` as of ``as_of`` (None: now) needs: not at all when
         no event of that namespace lies after the position (:meth:`pending_in`), else to the end of the
         log, under ``fold_lock``: a read that finds another folding waits for it, then finds little or
-        nothing left. Waiting ends at ``until``. Returns the events applied."""
+        nothing left. Waiting ends at ``until``. Returns the events applied; with ``wait`` False, None
+        when the fold would wait for another thread (one folds this projection or writes its file), and
+        nothing is done (a point read then asks the log)."""
         last = self.log.last_index()
         if not self.pending_in(namespace, last if as_of is None else min(as_of, last)):
             return 0
+        if not wait and (self.fold_lock.locked() or self.conn.write_busy()):
+            return None
         return self._fold_waiting(last, until, progress)
-
-    def busy_for(self, namespace: str, as_of: int | None = None) -> bool:
-        """Whether a read of ``namespace`` as of ``as_of`` would wait for others: events of it are pending,
-        and another thread folds this projection or writes its file (a point read then asks the log)."""
-        if not self.fold_lock.locked() and not self.conn.write_busy():
-            return False
-        last = self.log.last_index()
-        return self.pending_in(namespace, last if as_of is None else min(as_of, last))
 
     def _fold_waiting(self, last: int, until: Until, progress: Progress) -> int:
         while not self.fold_lock.acquire(timeout=min(until.left(), threading.TIMEOUT_MAX)):

@@ -143,12 +143,7 @@ class Reads:
         tested against, equal by definition): a point read never waits behind a fold of other
         tenants' writes (docs/server.md, "Reads and the projections")."""
         with self.w.lock:
-            frontier = self.w.projections.get("frontier")
-            if isinstance(self.w.reader, ProjectionReader) and frontier is not None \
-                    and frontier.busy_for(namespace, as_of):
-                frontier.check_readable(namespace, as_of)
-                return ReplayReader(self.w.log.get()).timeline(cid, as_of)
-            return self.caught_up_reader(namespace, as_of).timeline(cid, as_of)
+            return self.caught_up_reader(namespace, as_of, point=True).timeline(cid, as_of)
 
     def timelines(self, cids: list[UUID], as_of: int, namespace: str) -> list[Timeline | ProjectedCell | None]:
         """Several cells' timelines (of ``namespace``) as of ``as_of``, after one catch-up and, from the
@@ -159,16 +154,21 @@ class Reads:
                 return list(reader.timelines(cids, as_of))
             return [reader.timeline(cid, as_of) for cid in cids]
 
-    def caught_up_reader(self, namespace: str, as_of: int | None) -> ReplayReader | ProjectionReader:
+    def caught_up_reader(self, namespace: str, as_of: int | None, *,
+                         point: bool = False) -> ReplayReader | ProjectionReader:
         """The reader for a read of ``namespace`` as of ``as_of``: the frontier projection once caught up.
         Raises :class:`~pmem.domain.errors.ProjectionStopped` when it stopped in that namespace by then
         (:mod:`pmem.adapters.readmodels.screening`). When it lags and cannot be caught up because the
-        store cannot be written (read-only), the log answers instead: a fold of it, as ``reader="replay"``."""
+        store cannot be written (read-only), the log answers instead: a fold of it, as ``reader="replay"``.
+        ``point``: a read of one cell, which a fold that would wait for another thread leaves to the
+        event log (a fold of that cell's events alone, by its index)."""
         if not isinstance(self.w.reader, ProjectionReader):
             return self.w.reader
         frontier = self.w.projections["frontier"]
         try:
-            frontier.catch_up_for(namespace, as_of, self.w.until, self.w.progress)
+            if frontier.catch_up_for(namespace, as_of, self.w.until, self.w.progress, wait=not point) is None:
+                frontier.check_readable(namespace, as_of)
+                return ReplayReader(self.w.log.get())
         except StoreUnavailable:
             if not self.lags(frontier) or not self.w.until.left():
                 raise  # a real failure, or the deadline: not a store that cannot be written
