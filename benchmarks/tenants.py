@@ -4,7 +4,8 @@ heavy tenant, in one run.
 Setup (untimed): ``--namespaces`` namespaces of ``--min-cells`` to ``--max-cells`` cells each (spread
 evenly), one credential per namespace, every projection caught up and (unless ``--no-next``) every
 namespace's ``next`` scores current; one ``pmem serve`` process (one
-worker: the point is that one process is not stalled) with its default limits.
+worker: the point is that one process is not stalled) with its default limits (``--connections``: that
+one set).
 
 Measured, for ``--seconds`` each, twice: ``--clients`` client processes (one keep-alive ``http.client``
 connection each) send a mix for random tenants, each with its own token: ``get`` 50%, ``search`` 25%,
@@ -19,7 +20,7 @@ with the heavy tenant beside those without it (the goal: get p99 at most 2x the 
 10 ms).
 
     .venv/bin/python -m benchmarks.tenants [--quick] [--namespaces 50] [--min-cells 2000] [--max-cells 20000]
-        [--clients 8] [--seconds 30] [--no-next] [--only get,ops,floor] [--store DIR]
+        [--clients 8] [--seconds 30] [--no-next] [--only get,ops,floor] [--connections N] [--store DIR]
 """
 
 from __future__ import annotations
@@ -234,6 +235,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", type=kinds_of, default=[k for k, _ in MIX], metavar="KIND,...",
                    help="keep only these kinds of request in the mix and the heavy tenant's turns "
                         f"(of {', '.join(k for k, _ in MIX)}; e.g. get,ops,floor: what writes alone cost)")
+    p.add_argument("--connections", type=int, metavar="N",
+                   help="the server's --connections (default: its own default)")
     p.add_argument("--quick", action="store_true",
                    help="a smaller run: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
     p.add_argument("--store", help="build the store in this folder (default: a temporary one)")
@@ -248,7 +251,8 @@ def main(argv: list[str] | None = None) -> None:
         tenants = build(db, a)
         run.figures["setup_s"] = round(time.perf_counter() - t, 1)
         port = free_port()
-        server = start_server(db, port, "hashing", 1)
+        server = start_server(db, port, "hashing", 1,
+                              *(("--connections", str(a.connections)) if a.connections else ()))
         try:
             phase(port, tenants, argparse.Namespace(**{**vars(a), "seconds": 2}), False)  # warm up
             base = phase(port, tenants, a, False)
@@ -256,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             stop(server)
     run.figures.update({"namespaces": a.namespaces, "cells": sum(c for _, _, c in tenants), "clients": a.clients,
-                        "seconds": a.seconds, "next": a.next})
+                        "seconds": a.seconds, "next": a.next,
+                        "connections": a.connections or "default", "only": a.only})
     report(run, tenants, base, loaded)
     run.finish()
 
