@@ -49,6 +49,7 @@ class LexicalProjection(TrackedProjection):
 
     def __init__(self, conn: ProjectionDb | sqlite3.Connection, log: Any, *, batch_size: int = BATCH_SIZE) -> None:
         super().__init__(conn, log, LexicalProjector(), batch_size=batch_size)
+        self.ns_filter_share = NS_FILTER_SHARE  # below this share of all documents, a namespace is filtered first
 
     @property
     def fts5(self) -> bool:
@@ -153,10 +154,10 @@ class LexicalProjection(TrackedProjection):
         return chosen, {t: idf(df[t], total) for t in chosen}
 
     def _few_of_all(self, namespace: str) -> bool:
-        """Whether ``namespace`` holds under :data:`NS_FILTER_SHARE` of all documents."""
+        """Whether ``namespace`` holds under :attr:`ns_filter_share` of all documents."""
         df = dict(self.conn.execute(f"SELECT term, df FROM {TERMS} WHERE term IN (?, ?)",
                                     ("", NS_TERM + namespace)).fetchall())
-        return int(df.get(NS_TERM + namespace, 0)) < NS_FILTER_SHARE * int(df.get("", 0))
+        return int(df.get(NS_TERM + namespace, 0)) < self.ns_filter_share * int(df.get("", 0))
 
     def matches(self, terms: dict[str, float], namespace: str, upto: int, limit: int) -> list[Match]:
         """The ``limit`` documents that hold any of ``terms`` (term -> idf) best, best first: by BM25 on

@@ -194,9 +194,7 @@ def test_search_is_scoped_to_the_namespace(db: str) -> None:
 
 
 def test_a_small_namespace_ranks_only_its_own_documents_and_finds_what_ranking_all_would(
-        db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pmem.adapters.readmodels.lexical_projection as lexical
-
+        db: str) -> None:
     with pmem.open(db, embedder=HashingEmbedder()) as store:
         store.apply([{"op": "accept", "key": f"person {i} city", "value": f"city {i % 7}", "namespace": "big"}
                      for i in range(300)])
@@ -211,7 +209,7 @@ def test_a_small_namespace_ranks_only_its_own_documents_and_finds_what_ranking_a
         asked = {"city": 1.0, "person": 1.0}
         filtered = lex.matches(asked, "small.one", store.last_index(), 50)
         assert len(filtered) == 11 and {m[3] for m in filtered} == {"small.one"}
-        monkeypatch.setattr(lexical, "NS_FILTER_SHARE", 0.0)  # rank every namespace's documents
+        lex.ns_filter_share = 0.0  # rank every namespace's documents
         everything = lex.matches(asked, "small.one", store.last_index(), 400)
         assert [m for m in everything if m[3] == "small.one"] == filtered
         assert keys(store.search("person 3 city", namespace="small.one", k=3))[0] == "person_3_city"
