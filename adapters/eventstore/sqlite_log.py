@@ -86,6 +86,7 @@ class PmemRecorder(LogAccess, SQLiteApplicationRecorder):
         self._local = threading.local()  # the cursor of a thread's open batch()
         self.sql = LogSql(SqliteDialect())
         self.states = CellStates(self)
+        self._turn = turn_for(self.datastore.pool.db_name)  # this process's writers of the file queue on it
 
     def construct_create_table_statements(self) -> list[str]:
         return [*super().construct_create_table_statements(), *LogSql(SqliteDialect()).create_statements()]
@@ -117,7 +118,7 @@ class PmemRecorder(LogAccess, SQLiteApplicationRecorder):
                 yield c
             return
         # (the turn first: a writer of this process then never sleeps in SQLite's busy handler behind another)
-        with write_turn(turn_for(self.datastore.pool.db_name)), self.datastore.transaction(commit=True) as c:
+        with write_turn(self._turn), self.datastore.transaction(commit=True) as c:
             yield c
 
     def _begin_batch(self, c: Any) -> None:
