@@ -90,6 +90,12 @@ class DeadlinePassed(StoreUnavailable):
     kind = "deadline passed"
 
 
+class TryAgain(StoreUnavailable):
+    """A server could not answer now, and the same request may be sent again (a 503 with Retry-After)."""
+
+    kind = "try again"
+
+
 class ConflictRetriesExhausted(StoreError):
     """Other writers kept changing the same cells; nothing from this call was written."""
 

@@ -78,6 +78,9 @@ def _add_serve(p: argparse.ArgumentParser) -> None:
                    help="server processes, each with its own warm store (default 1)")
     p.add_argument("--insecure-local", dest="insecure_local", action="store_true",
                    help="serve without tokens; only on 127.0.0.1 (for one user's own machine)")
+    p.add_argument("--no-heavy-process", dest="heavy_process", action="store_false",
+                   help="answer searches, reads and next in the server process itself, not in a child process "
+                        "of their own (docs/server.md)")
     from pmem.adapters.servers.limits import add_options
 
     add_options(p)
@@ -106,7 +109,7 @@ def _limits(args: Args) -> Any:
 
 def _serve(args: Args) -> int:
     """Run the HTTP API until SIGTERM/SIGINT."""
-    from pmem.adapters.servers.http_api import ENV_DB, ENV_INSECURE, FACTORY, create_app, load_fastapi
+    from pmem.adapters.servers.http_api import ENV_DB, ENV_HEAVY, ENV_INSECURE, FACTORY, create_app, load_fastapi
     from pmem.adapters.servers.limits import ENV_LIMITS
     from pmem.adapters.service.store import Store
 
@@ -131,12 +134,14 @@ def _serve(args: Args) -> int:
     common = {"host": args.host, "port": args.port, "log_level": "warning", "access_log": False,
               "http": NoDelayProtocol}
     limits = _limits(args)
+    heavy = args.heavy_process and args.db != ":memory:"  # (another process could not see that database)
     if args.workers > 1:
         os.environ[ENV_DB], os.environ[ENV_INSECURE] = args.db, "1" if args.insecure_local else "0"
-        os.environ[ENV_LIMITS] = limits.to_env()
+        os.environ[ENV_LIMITS], os.environ[ENV_HEAVY] = limits.to_env(), "1" if heavy else "0"
         uvicorn.run(FACTORY, factory=True, workers=args.workers, **common)
     else:
-        uvicorn.run(create_app(args.db, insecure_local=args.insecure_local, limits=limits), **common)
+        uvicorn.run(create_app(args.db, insecure_local=args.insecure_local, limits=limits, heavy_process=heavy),
+                    **common)
     return 0
 
 

@@ -33,6 +33,7 @@ log = logging.getLogger("pmem.server")
 
 ENV_DB = "PMEM_SERVE_DB"  # what the app factory of a --workers N server reads (uvicorn imports it by name)
 ENV_INSECURE = "PMEM_SERVE_INSECURE_LOCAL"
+ENV_HEAVY = "PMEM_SERVE_HEAVY_PROCESS"
 FACTORY = "pmem.adapters.servers.http_api:app_from_env"
 
 
@@ -46,19 +47,31 @@ def load_fastapi() -> Any:
 
 
 def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any] | None = None,
-               fast_reads: bool = True, limits: Limits | None = None) -> FastAPI:
+               fast_reads: bool = True, limits: Limits | None = None, heavy_process: bool = False,
+               keep_current: bool = True) -> FastAPI:
     """The app over the store ``db``: opened when the app starts, closed when it stops. ``fast_reads``:
-    the hot reads answered in front of FastAPI's router (:mod:`.http_fast`; False only to compare)."""
+    the hot reads answered in front of FastAPI's router (:mod:`.http_fast`; False only to compare);
+    ``heavy_process``: searches and other heavy reads answered by a child process
+    (:mod:`.heavy_process`); ``keep_current``: a thread folds every tenant's writes (False in that child)."""
     fastapi = load_fastapi()
-    rt = Runtime(db, insecure_local=insecure_local, settings=settings, limits=limits)
+    rt = Runtime(db, insecure_local=insecure_local, settings=settings, limits=limits, keep_current=keep_current)
+    heavy = None
+    if heavy_process:
+        from pmem.adapters.servers.heavy_process import HeavyProcess
+
+        heavy = HeavyProcess(heavy_main, db, insecure_local=insecure_local, limits=rt.limits)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        rt.open()
+        if heavy is not None:
+            heavy.start()  # (it warms up while this process opens its store)
         try:
+            rt.open()
             yield
         finally:
             rt.close()
+            if heavy is not None:
+                await heavy.stop()
 
     app: FastAPI = fastapi.FastAPI(
         title="P-Mem", version="1", lifespan=lifespan,
@@ -77,6 +90,11 @@ def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any
         from pmem.adapters.servers.http_fast import FastReads
 
         app.add_middleware(FastReads, runtime=rt)
+    if heavy is not None:
+        from pmem.adapters.servers.heavy_process import ForwardHeavy
+
+        app.state.heavy = heavy
+        app.add_middleware(ForwardHeavy, heavy=heavy)  # in front of the short way: it would answer searches
     app.add_middleware(BodyLimit, limit=rt.limits.body_bytes)  # the outermost: before anything reads a body
     return app
 
@@ -84,7 +102,17 @@ def create_app(db: str, *, insecure_local: bool = False, settings: dict[str, Any
 def app_from_env() -> FastAPI:
     """The app factory uvicorn's worker processes import (``--workers N``): the store from the environment."""
     return create_app(os.environ[ENV_DB], insecure_local=os.environ.get(ENV_INSECURE) == "1",
-                      limits=Limits.from_env(os.environ.get(ENV_LIMITS)))
+                      limits=Limits.from_env(os.environ.get(ENV_LIMITS)),
+                      heavy_process=os.environ.get(ENV_HEAVY) == "1")
+
+
+def heavy_main(db: str, insecure_local: bool, limits: str, socket: str, parent: int) -> None:
+    """The heavy process of a server (:mod:`.heavy_process`): the same app, less the thread that keeps
+    the projections current, which its front runs."""
+    from pmem.adapters.servers.heavy_process import run
+
+    run(lambda: create_app(db, insecure_local=insecure_local, limits=Limits.from_env(limits),
+                           keep_current=False), socket, parent)
 
 
 def _install_errors(app: Any) -> None:

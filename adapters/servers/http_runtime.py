@@ -28,6 +28,7 @@ from pmem.domain.errors import (
     RetryConflict,
     StoreError,
     StoreUnavailable,
+    TryAgain,
     Unauthorized,
 )
 
@@ -67,8 +68,9 @@ class Runtime:
     worker thread), the limits of a request's work and how many requests it has answered."""
 
     def __init__(self, db: str, *, insecure_local: bool, settings: dict[str, Any] | None = None,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, keep_current: bool = True) -> None:
         self.db, self.insecure_local, self.settings = db, insecure_local, settings or {}
+        self.keep_current = keep_current  # False in a heavy process: its front keeps the projections current
         self.limits = limits or Limits()
         # an in-memory database is one per connection: its stores could not share it
         size = 1 if db == ":memory:" else self.limits.connections
@@ -81,7 +83,7 @@ class Runtime:
 
     def open(self) -> None:
         self.store = self.pool.start()
-        if self.pool.size > 1:  # not on an in-memory database, which another store could not see
+        if self.pool.size > 1 and self.keep_current:  # not on an in-memory database, which another store could not see
             self.current.start()
 
     def close(self) -> None:
@@ -156,7 +158,7 @@ def error_response(e: PmemError) -> Response:
     status = status_of(e)
     detail = str(e).encode("utf-8", "backslashreplace").decode()
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if isinstance(e, (ConflictRetriesExhausted, DeadlinePassed)):
+    if isinstance(e, (ConflictRetriesExhausted, DeadlinePassed, TryAgain)):
         headers = {"Retry-After": str(RETRY_AFTER_S)}
     body: dict[str, Any] = {"error": e.kind, "detail": detail}
     if isinstance(e, InvalidOperation):  # what a client needs to rebuild the same error: the field, the line

@@ -43,6 +43,13 @@ def add_key(db: str, *namespaces: str, source: str, max_trust: int, read_only: b
 @contextmanager
 def serving(db: str, *extra: str, cache: Path | None = None) -> Iterator[str]:
     """``pmem serve`` over ``db`` on a free port; its base URL once ``/healthz`` answers."""
+    with served(db, *extra, cache=cache) as (url, _):
+        yield url
+
+
+@contextmanager
+def served(db: str, *extra: str, cache: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`serving`, with the server's process."""
     port = free_port()
     env = dict(os.environ)
     if cache is not None:
@@ -63,7 +70,7 @@ def serving(db: str, *extra: str, cache: Path | None = None) -> Iterator[str]:
                 pass
             assert time.monotonic() < deadline, "pmem serve did not start"
             time.sleep(0.1)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
