@@ -146,11 +146,17 @@ def cpu_seconds(pids: list[int] | None) -> float | None:
 
 
 def server_processes(server: subprocess.Popen[bytes]) -> list[int]:
-    """The server's process and its worker processes (``--workers N``: uvicorn's children)."""
-    children = Path(f"/proc/{server.pid}/task/{server.pid}/children")
-    try:
-        return [server.pid, *(int(p) for p in children.read_text().split())]
-    except (FileNotFoundError, ValueError):
-        return [server.pid]
+    """The server's process and every process below it: ``--workers N``'s (uvicorn's children), each
+    one's heavy process, and their score workers' processes."""
+    found, todo = [], [server.pid]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                todo.extend(int(p) for p in (task / "children").read_text().split())
+            except (FileNotFoundError, ValueError):
+                pass
+    return found
 
 
