@@ -47,8 +47,10 @@ EXIT_S = 1.0  # how long a child that dropped a connection is given to be gone b
 GRACE_S = 1.0  # past the deadline, how long the front waits for the child's own 503 before answering one
 IDLE_MAX = 32  # connections to the child kept open between requests
 # The child's scheduling priority below the front's: where the cores are busy, a cell's read and a write
-# get the CPU before a search, which takes a hundred times as long anyway (docs/server.md).
-NICE = 10
+# get the CPU before a search, which takes a hundred times as long anyway (docs/server.md). Not lower:
+# at 10, four busy processes beside the server left the child a fortieth of a core, and the inspector's
+# first `next` (a score worker started and run) past half a minute; at 5, `get` p99 was the same.
+NICE = 5
 
 
 def is_heavy(scope: dict[str, Any]) -> bool:
