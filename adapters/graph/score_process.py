@@ -16,8 +16,10 @@ worker raises to its waiters like any failure; the next round starts another.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -26,6 +28,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]  # a namespace's open ``graph_facts`` rows (:func:`~pmem.projections.graph.build_graph`)
 Seed = dict[str, tuple[float, int]]  # entity -> its stored PageRank and community
+OWNER_WATCH_S = 0.5  # how often the child looks whether the process that started it is still there
 Scores = tuple[dict[str, tuple[Any, ...]], float]  # what the graph projection stores, and the maximum importance
 
 
@@ -80,7 +83,8 @@ class ScoreProcess:
             if self._pool is None:
                 methods = multiprocessing.get_all_start_methods()
                 context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-                self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_ignore_interrupts)
+                self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_child_started,
+                                                 initargs=(os.getpid(),))
             return self._pool
 
     def _drop(self, pool: ProcessPoolExecutor) -> None:
@@ -99,7 +103,21 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         child.terminate()
 
 
-def _ignore_interrupts() -> None:
+def _child_started(owner: int) -> None:
     # Ctrl-C reaches the whole process group: the server stops the child itself (``close``), and an
     # interrupted idle child would only print a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_without, args=(owner,), name="pmem-owner-watch", daemon=True).start()
+
+
+def _exit_without(owner: int) -> None:
+    """End this child once the process that started it is gone (killed, say): it would wait forever on
+    its call queue, and it holds the forkserver's alive pipe, so the forkserver would wait forever too."""
+    while True:
+        time.sleep(OWNER_WATCH_S)
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:  # (a pid taken again by another user's process: the owner is gone too)
+            os._exit(0)

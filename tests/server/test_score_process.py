@@ -1,12 +1,15 @@
 """A server's score worker builds and scores each namespace in a child process, so that the server's request
 threads never wait for the GIL behind it, and stores exactly what it would in its thread (equal to
 ``recompute``). A child that dies fails the round it ran, raised to the ``next`` that waits, and the next
-round starts another. Real processes and real SQLite files, on the stores a server lends."""
+round starts another; the child ends when the process that started it is killed. Real processes and real
+SQLite files, on the stores a server lends."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
@@ -123,3 +126,43 @@ def test_a_store_opened_in_process_scores_in_its_thread(db_path: Path) -> None:
         assert_next_equals_recompute(store, "a", k=5, previous=None)
         worker = store._searches.scoring.worker
         assert worker is not None and worker.process is None
+
+
+OWNER = """
+import os, sys, time
+from pmem.adapters.graph.score_process import ScoreProcess
+if __name__ == "__main__":
+    p = ScoreProcess()
+    assert p.run(os.getpid) != os.getpid()
+    print(p.run(os.getppid), p.run(os.getpid), flush=True)  # the forkserver, the child
+    time.sleep(300)
+"""
+
+
+def test_the_child_and_its_forkserver_end_when_their_owner_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER)
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        forkserver, child = (int(p) for p in owner.stdout.readline().split())
+    finally:
+        owner.kill()
+        owner.wait()
+    end = time.monotonic() + 20
+    while _running(forkserver, child) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _running(forkserver, child)
+
+
+def _running(*pids: int) -> list[int]:
+    """Those of ``pids`` still running (a zombie has ended)."""
+    found = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(pid)
+    return found
