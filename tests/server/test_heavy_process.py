@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from tests.server.http_servers import add_key, bearer, pmem, served, serving
+from tests.server.processes import descendants, parents, running
 
 HEAVY = [("GET", "/v1/search?q=city&k=5&namespace=team", None),
          ("POST", "/v1/read?namespace=team", {"question": "where is city 3", "k": 5}),
@@ -35,40 +36,16 @@ def _store(tmp_path: Path) -> tuple[str, str]:
     return db, add_key(db, "team", source="agent", max_trust=50)["token"]
 
 
-def _parents() -> dict[int, int]:
-    """Every live process's parent (a zombie counts as gone)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                found[int(entry.name)] = int(fields[1])
-    return found
-
-
-def _descendants(pid: int) -> set[int]:
-    parents, found, todo = _parents(), set(), [pid]
-    while todo:
-        p = todo.pop()
-        children = {c for c, parent in parents.items() if parent == p}
-        found |= children
-        todo.extend(children)
-    return found
-
-
 def _heavy_child(server: int, deadline_s: float = 30) -> int:
     """The pid of ``server``'s heavy process (its child started by multiprocessing's spawn)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        for pid in _descendants(server):
+        for pid in descendants(server):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"spawn_main" in cmdline and _parents().get(pid) == server:
+            if b"spawn_main" in cmdline and parents().get(pid) == server:
                 return pid
         time.sleep(0.1)
     raise AssertionError(f"no heavy process under {server}")
@@ -87,7 +64,7 @@ def test_heavy_reads_are_answered_by_the_child_as_by_one_process(tmp_path: Path)
         tokenless = _send(url, None, HEAVY[0])
         other = _send(url, token, ("GET", "/v1/search?q=city&namespace=elsewhere", None))
     with served(db, "--no-heavy-process") as (url, proc):
-        assert not any(b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes() for p in _descendants(proc.pid))
+        assert not any(b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes() for p in descendants(proc.pid))
         alone = [_send(url, token, r) for r in HEAVY]
     assert [r.status_code for r in apart] == [200] * len(HEAVY)
     assert [r.json() for r in apart] == [r.json() for r in alone]
@@ -137,12 +114,12 @@ def test_the_heavy_process_ends_with_its_server_killed(tmp_path: Path) -> None:
     with served(db) as (url, proc):
         child = _heavy_child(proc.pid)
         assert _send(url, token, HEAVY[2]).status_code == 200  # next: its score worker's processes start
-        below = _descendants(child)
+        below = descendants(child)
         proc.kill()
         proc.wait()
         end = time.monotonic() + 30
-        while ({child} | below) & set(_parents()) and time.monotonic() < end:
+        while running(child, *below) and time.monotonic() < end:
             time.sleep(0.2)
-        left = ({child} | below) & set(_parents())
+        left = running(child, *below)
     assert below, "the score worker started no process"
     assert not left, f"left running after the server was killed: {sorted(left)}"

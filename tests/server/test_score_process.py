@@ -23,6 +23,7 @@ from pmem.adapters.graph.scorer import ScoreWorker
 from pmem.adapters.servers.limits import Deadline
 from pmem.adapters.servers.store_pool import ServedStore, StorePool
 from tests.integration.test_graph_scores import assert_next_equals_recompute, assert_stored_equals_recompute
+from tests.server.processes import running
 
 
 @pytest.fixture
@@ -150,19 +151,7 @@ def test_the_child_and_its_forkserver_end_when_their_owner_is_killed(tmp_path: P
         owner.kill()
         owner.wait()
     end = time.monotonic() + 20
-    while _running(forkserver, child) and time.monotonic() < end:
+    while running(forkserver, child) and time.monotonic() < end:
         time.sleep(0.1)
-    assert not _running(forkserver, child)
+    assert not running(forkserver, child)
 
-
-def _running(*pids: int) -> list[int]:
-    """Those of ``pids`` still running (a zombie has ended)."""
-    found = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            found.append(pid)
-    return found
