@@ -12,6 +12,8 @@ all closed when it stops. Each request runs on a worker thread with a store, and
 connection, of its own, within the limits and deadline of :mod:`.limits`; a body over the limit is
 refused before it is read (:class:`.limits.BodyLimit`). More throughput comes from more processes
 (``--workers``), each with its own warm stores, since the store's state lives in the database.
+``pmem serve`` hands searches, reads and ``next`` to a child process of its own (:mod:`.heavy_process`),
+so that a cell's reads never wait for them at the GIL.
 """
 
 from __future__ import annotations
