@@ -137,10 +137,13 @@ def commit_and_close(conn: sqlite3.Connection, t0: float) -> float:
     return elapsed
 
 
-def run_raw(rows: list[Row], db: Path) -> float:
-    """The same event rows into the same table, one executemany in one transaction."""
+def run_raw(rows: list[Row], db: Path, cache_kib: int | None = None) -> float:
+    """The same event rows into the same table, one executemany in one transaction (``cache_kib``: the
+    page cache, else SQLite's default)."""
     t0 = time.perf_counter()
     conn = raw_transaction(db, EVENTS_TABLE)
+    if cache_kib is not None:
+        conn.execute(f"PRAGMA cache_size=-{cache_kib}")
     conn.executemany(INSERT_EVENTS, rows)
     return commit_and_close(conn, t0)
 
@@ -148,40 +151,70 @@ def run_raw(rows: list[Row], db: Path) -> float:
 class _Line(msgspec.Struct):
     op: str
     key: str
-    value: str
+    value: str | None = None  # (a revoke has none)
     source: str | None = None
 
 
-def run_floor(lines: list[bytes], db: Path) -> float:
-    """The ``floor`` path: decode, build, seal, encode and insert, nothing else."""
+KEYS_TABLE = "CREATE TABLE keys (cell TEXT, life INTEGER, key BLOB)"
+
+
+def run_floor(lines: list[bytes], db: Path, *, bounded: bool = False) -> float:
+    """The ``floor`` path: decode, build, seal, encode and insert, nothing else (no deciding, no cell
+    state, no receipts, no checks; every line one event).
+
+    ``bounded``: as the write path must at scale, a cell's cipher is held only while at most
+    ``STREAM_CACHED_CELLS`` cells are (past them all are let go, and a cell touched again builds its
+    cipher from its raw key), the page cache is a streamed batch's, and each new cell's key is stored
+    (a row appended to a plain table, in the transaction). Its cell ids, revisions and raw keys stay in a
+    dict for the whole run, which a write path bounded in memory cannot do: still a floor. Without it
+    every cipher is held and no key is stored."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     from pmem.adapters.eventstore.codec import CLASS_VERSION, encode_state, timestamp_envelope
+    from pmem.adapters.eventstore.eventlog import STREAM_CACHED_CELLS
     from pmem.adapters.eventstore.gc_pause import no_gc
     from pmem.adapters.eventstore.sealing import new_key, nonces, seal
+    from pmem.adapters.eventstore.sqlite_log import STREAM_CACHE_KIB
     from pmem.domain.keys import cell_id
 
     t0 = time.perf_counter()
     decoder = msgspec.json.Decoder(_Line)
     stamp = timestamp_envelope(datetime.now(UTC))
-    cells: dict[str, tuple[str, list[int], Any]] = {}  # key -> (cell id hex, [revision], cipher)
+    cells: dict[str, list[Any]] = {}  # key -> [cell id hex, revision, raw key]
+    ciphers: dict[str, Any] = {}  # key -> the cell's key as sealing takes it (life, cipher)
+    key_rows: list[tuple[str, int, bytes]] = []
+    limit = STREAM_CACHED_CELLS if bounded else len(lines) + 1
     pool = nonces(len(lines))
 
     def rows() -> Iterator[Row]:
         for i, line in enumerate(lines):
             op = decoder.decode(line)
-            cell = cells.get(op.key)
+            cell, key = cells.get(op.key), ciphers.get(op.key)
             if cell is None:
-                cell = cells[op.key] = (cell_id("default", op.key).hex, [0], new_key(1)[0])
-            hexid, revision, key = cell
-            revision[0] += 1
+                key, raw = new_key(1)
+                cell = cells[op.key] = [cell_id.__wrapped__("default", op.key).hex, 0, raw]
+                if bounded:
+                    key_rows.append((cell[0], 1, raw))
+            elif key is None:
+                key = (1, AESGCM(cell[2]))
+            if len(ciphers) >= limit:
+                ciphers.clear()
+            ciphers[op.key] = key
+            cell[1] += 1
             fields = {"namespace": "default", "key": op.key, "requested": op.op, "reason": None, "text": None,
                       "source": op.source, "trust": 50, "observed_at": None, "op_id": None, "node_type": None,
-                      "value": op.value, "vid": revision[0] - 1, "supersedes": None, "timestamp": stamp}
-            seal(fields, hexid, revision[0], key, pool[12 * i:12 * i + 12])
-            yield hexid, revision[0], "pmem.cell/Accepted", encode_state(fields, CLASS_VERSION)
+                      "value": op.value, "vid": cell[1] - 1, "supersedes": None, "timestamp": stamp}
+            seal(fields, cell[0], cell[1], key, pool[12 * i:12 * i + 12])
+            yield cell[0], cell[1], "pmem.cell/Accepted", encode_state(fields, CLASS_VERSION)
 
     conn = raw_transaction(db, EVENTS_TABLE)
+    if bounded:
+        conn.execute(f"PRAGMA cache_size=-{STREAM_CACHE_KIB}")  # as a streamed batch's connection
+        conn.execute(KEYS_TABLE)
     with no_gc():  # as P-Mem's write path: the collector would walk the whole heap, finding nothing
         conn.executemany(INSERT_EVENTS, rows())
+        if bounded:
+            conn.executemany("INSERT INTO keys VALUES (?, ?, ?)", key_rows)
     return commit_and_close(conn, t0)
 
 

@@ -3,6 +3,14 @@ over few keys (long histories), many keys, one key per line, and a mix whose rev
 long histories, in one run; each row printed with ops/s, peak RSS and bytes per event, beside the best
 row of the run (the goal: every row at least 0.7x the best row's ops/s, peak RSS at most 300 MB).
 
+Beside each row, the same lines through the bounded sealed floor (``run_floor(..., bounded=True)`` of
+:mod:`benchmarks.store_paths`: decode, seal under the cell's own key, encode, insert, a new cell's key
+stored, ciphers held for as many cells as a streamed batch holds; no deciding, no cell state): what a row
+costs any Python write path that seals per cell, and P-Mem's time over it (``apply vs floor``). A row whose
+floor is under 0.7x the best row's floor cannot reach the goal by cutting P-Mem's own work. And ``raw``:
+the event rows P-Mem wrote, inserted by ``sqlite3`` alone into the same schema in one transaction
+(``run_raw``, with a streamed batch's page cache), what the row costs SQLite with no Python at all.
+
 Each row is a fresh SQLite store in a fresh temporary directory: ``pmem apply FILE`` of ``--lines``
 JSON lines, then ``pmem rebuild --projection frontier`` (every event read, decoded and folded again),
 both as subprocesses of the installed entry point. The peak RSS of a run is that of all its processes
@@ -26,7 +34,8 @@ from typing import Any
 import orjson
 
 from benchmarks.harness import Run
-from benchmarks.store_paths import PMEM_BIN, store_bytes
+from benchmarks.store_paths import PMEM_BIN, event_rows, run_floor, run_raw, store_bytes
+from pmem.adapters.eventstore.sqlite_log import STREAM_CACHE_KIB
 
 MB = 10**6
 SAMPLE_S = 0.02  # seconds between two samples of a run's resident memory
@@ -122,13 +131,17 @@ def sweep(run: Run, lines: int) -> list[dict[str, Any]]:
                 raise SystemExit(f"pmem apply printed {receipts} receipts, expected {lines}")
             size = store_bytes(db)
             rebuild_s, rebuild_rss, _ = timed_cli(["rebuild", "--db", str(db), "--projection", "frontier", "-q"])
+            floor_s = run_floor(ops_file.read_bytes().splitlines(), Path(d) / "floor.db", bounded=True)
+            raw_s = run_raw(event_rows(db), Path(d) / "raw.db", STREAM_CACHE_KIB)
         row = {"workload": name, "lines": lines, "keys": keys, "apply ops/s": lines / apply_s,
                "apply peak RSS MB": apply_rss / MB, "bytes per event": size / lines,
-               "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB}
+               "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB,
+               "floor ops/s": lines / floor_s, "apply vs floor": floor_s / apply_s, "raw rows/s": lines / raw_s}
         print(f"  {name}: apply {row['apply ops/s']:,.0f} ops/s, {row['apply peak RSS MB']:.0f} MB; rebuild "
-              f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB", file=sys.stderr)
+              f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB; floor "
+              f"{row['floor ops/s']:,.0f} ops/s; raw {row['raw rows/s']:,.0f} rows/s", file=sys.stderr)
         out.append(row)
-    for figure in ("apply ops/s", "rebuild events/s"):
+    for figure in ("apply ops/s", "rebuild events/s", "floor ops/s", "raw rows/s"):
         best = max(r[figure] for r in out)
         for r in out:
             r[f"{figure.split()[0]} vs best"] = r[figure] / best
