@@ -9,7 +9,9 @@ stored, ciphers held for as many cells as a streamed batch holds; no deciding, n
 costs any Python write path that seals per cell, and P-Mem's time over it (``apply vs floor``). A row whose
 floor is under 0.7x the best row's floor cannot reach the goal by cutting P-Mem's own work. And ``raw``:
 the event rows P-Mem wrote, inserted by ``sqlite3`` alone into the same schema in one transaction
-(``run_raw``, with a streamed batch's page cache), what the row costs SQLite with no Python at all.
+(``run_raw``, with a streamed batch's page cache), what the row costs SQLite with no Python at all. Beside
+the rebuild, its read floor (``run_read_floor``): every event read as the rebuild reads it, decoded and
+opened with its cell's key, in one process, nothing folded or written.
 
 Each row is a fresh SQLite store in a fresh temporary directory: ``pmem apply FILE`` of ``--lines``
 JSON lines, then ``pmem rebuild --projection frontier`` (every event read, decoded and folded again),
@@ -34,7 +36,7 @@ from typing import Any
 import orjson
 
 from benchmarks.harness import Run
-from benchmarks.store_paths import PMEM_BIN, event_rows, run_floor, run_raw, store_bytes
+from benchmarks.store_paths import PMEM_BIN, event_rows, run_floor, run_raw, run_read_floor, store_bytes
 from pmem.adapters.eventstore.sqlite_log import STREAM_CACHE_KIB
 
 MB = 10**6
@@ -131,17 +133,20 @@ def sweep(run: Run, lines: int) -> list[dict[str, Any]]:
                 raise SystemExit(f"pmem apply printed {receipts} receipts, expected {lines}")
             size = store_bytes(db)
             rebuild_s, rebuild_rss, _ = timed_cli(["rebuild", "--db", str(db), "--projection", "frontier", "-q"])
+            read_s = run_read_floor(db)
             floor_s = run_floor(ops_file.read_bytes().splitlines(), Path(d) / "floor.db", bounded=True)
             raw_s = run_raw(event_rows(db), Path(d) / "raw.db", STREAM_CACHE_KIB)
         row = {"workload": name, "lines": lines, "keys": keys, "apply ops/s": lines / apply_s,
                "apply peak RSS MB": apply_rss / MB, "bytes per event": size / lines,
                "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB,
-               "floor ops/s": lines / floor_s, "apply vs floor": floor_s / apply_s, "raw rows/s": lines / raw_s}
+               "floor ops/s": lines / floor_s, "apply vs floor": floor_s / apply_s, "raw rows/s": lines / raw_s,
+               "read floor events/s": lines / read_s}
         print(f"  {name}: apply {row['apply ops/s']:,.0f} ops/s, {row['apply peak RSS MB']:.0f} MB; rebuild "
               f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB; floor "
-              f"{row['floor ops/s']:,.0f} ops/s; raw {row['raw rows/s']:,.0f} rows/s", file=sys.stderr)
+              f"{row['floor ops/s']:,.0f} ops/s; raw {row['raw rows/s']:,.0f} rows/s; read floor "
+              f"{row['read floor events/s']:,.0f} events/s", file=sys.stderr)
         out.append(row)
-    for figure in ("apply ops/s", "rebuild events/s", "floor ops/s", "raw rows/s"):
+    for figure in ("apply ops/s", "rebuild events/s", "floor ops/s", "raw rows/s", "read floor events/s"):
         best = max(r[figure] for r in out)
         for r in out:
             r[f"{figure.split()[0]} vs best"] = r[figure] / best
