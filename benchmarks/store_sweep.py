@@ -120,32 +120,37 @@ def timed_cli(args: list[str]) -> tuple[float, int, bytes]:
         return seconds, peak, out.read()
 
 
+def measure_row(name: str, keys: int, ops: Iterator[dict[str, Any]], lines: int) -> dict[str, Any]:
+    """One workload's figures: ``pmem apply`` and ``pmem rebuild`` of a fresh store, then the floors and
+    the bare insert of the same lines and rows."""
+    with tempfile.TemporaryDirectory(prefix="pmem-bench-scale-") as d:
+        ops_file, db = Path(d) / "ops.jsonl", Path(d) / "store.db"
+        ops_file.write_bytes(b"".join(orjson.dumps(op) + b"\n" for op in ops))
+        apply_s, apply_rss, stdout = timed_cli(["apply", str(ops_file), "--db", str(db)])
+        receipts = stdout.count(b"\n")
+        if receipts != lines:
+            raise SystemExit(f"pmem apply printed {receipts} receipts, expected {lines}")
+        size = store_bytes(db)
+        rebuild_s, rebuild_rss, _ = timed_cli(["rebuild", "--db", str(db), "--projection", "frontier", "-q"])
+        read_s = run_read_floor(db)
+        floor_s = run_floor(ops_file.read_bytes().splitlines(), Path(d) / "floor.db", bounded=True)
+        raw_s = run_raw(event_rows(db), Path(d) / "raw.db", STREAM_CACHE_KIB)
+    row = {"workload": name, "lines": lines, "keys": keys, "apply ops/s": lines / apply_s,
+           "apply peak RSS MB": apply_rss / MB, "bytes per event": size / lines,
+           "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB,
+           "floor ops/s": lines / floor_s, "apply vs floor": floor_s / apply_s, "raw rows/s": lines / raw_s,
+           "read floor events/s": lines / read_s}
+    print(f"  {name}: apply {row['apply ops/s']:,.0f} ops/s, {row['apply peak RSS MB']:.0f} MB; rebuild "
+          f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB; floor "
+          f"{row['floor ops/s']:,.0f} ops/s; raw {row['raw rows/s']:,.0f} rows/s; read floor "
+          f"{row['read floor events/s']:,.0f} events/s", file=sys.stderr)
+    return row
+
+
 def sweep(run: Run, lines: int) -> list[dict[str, Any]]:
-    """One row per workload: apply and rebuild figures, each beside the best row of the run."""
-    out = []
-    for name, keys, ops in rows_for(lines):
-        with tempfile.TemporaryDirectory(prefix="pmem-bench-scale-") as d:
-            ops_file, db = Path(d) / "ops.jsonl", Path(d) / "store.db"
-            ops_file.write_bytes(b"".join(orjson.dumps(op) + b"\n" for op in ops))
-            apply_s, apply_rss, stdout = timed_cli(["apply", str(ops_file), "--db", str(db)])
-            receipts = stdout.count(b"\n")
-            if receipts != lines:
-                raise SystemExit(f"pmem apply printed {receipts} receipts, expected {lines}")
-            size = store_bytes(db)
-            rebuild_s, rebuild_rss, _ = timed_cli(["rebuild", "--db", str(db), "--projection", "frontier", "-q"])
-            read_s = run_read_floor(db)
-            floor_s = run_floor(ops_file.read_bytes().splitlines(), Path(d) / "floor.db", bounded=True)
-            raw_s = run_raw(event_rows(db), Path(d) / "raw.db", STREAM_CACHE_KIB)
-        row = {"workload": name, "lines": lines, "keys": keys, "apply ops/s": lines / apply_s,
-               "apply peak RSS MB": apply_rss / MB, "bytes per event": size / lines,
-               "rebuild events/s": lines / rebuild_s, "rebuild peak RSS MB": rebuild_rss / MB,
-               "floor ops/s": lines / floor_s, "apply vs floor": floor_s / apply_s, "raw rows/s": lines / raw_s,
-               "read floor events/s": lines / read_s}
-        print(f"  {name}: apply {row['apply ops/s']:,.0f} ops/s, {row['apply peak RSS MB']:.0f} MB; rebuild "
-              f"{row['rebuild events/s']:,.0f} events/s, {row['rebuild peak RSS MB']:.0f} MB; floor "
-              f"{row['floor ops/s']:,.0f} ops/s; raw {row['raw rows/s']:,.0f} rows/s; read floor "
-              f"{row['read floor events/s']:,.0f} events/s", file=sys.stderr)
-        out.append(row)
+    """One row per workload: apply and rebuild figures, each beside the best row of the run, and the
+    floors beside theirs."""
+    out = [measure_row(name, keys, ops, lines) for name, keys, ops in rows_for(lines)]
     for figure in ("apply ops/s", "rebuild events/s", "floor ops/s", "raw rows/s", "read floor events/s"):
         best = max(r[figure] for r in out)
         for r in out:
