@@ -61,7 +61,8 @@ run (``--rss-sizes 200000:40000,1000000:100000`` shows whether memory grows with
 
 ``--sweep`` runs only the deployment-scale sweep (:mod:`benchmarks.store_sweep`): ``pmem apply`` and
 ``pmem rebuild`` of ``--lines`` lines over 1,000 keys, 100,000 keys, one key per line, and a mix of
-accepts and revokes that walk back along long histories.
+accepts and revokes that walk back along long histories, each row beside its floors (a bounded sealed
+floor and a bare insert for the apply, a read floor for the rebuild).
 
     .venv/bin/python -m benchmarks.store [--quick] [--ops 200000] [--keys 40000] [--seed 1]
         [--history 1,10,100,1000] [--plots DIR]
