@@ -2,17 +2,16 @@
 
 ``record(path)`` wraps ``litellm.completion`` (every model call of an example, P-Mem's LLM extractor's
 included, goes through it) and writes each request's last message and the answer to ``path`` as JSON.
-``replay(path)`` is a stand-in for ``litellm.completion`` that gives those answers back in order, and
-fails when a request is not the one recorded, so a changed prompt cannot pass on a stale recording.
+``Replay(path)`` gives those answers back in order, as a test's OpenAI-compatible server answers litellm's
+real requests, and refuses a request that is not the one recorded, so a changed prompt cannot pass on a
+stale recording.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list from the package, not the web
@@ -39,16 +38,23 @@ def record(path: Path) -> None:
     litellm.completion = recording
 
 
-def replay(path: Path) -> Callable[..., Any]:
-    """A ``litellm.completion`` that answers from the recording at ``path``, in order."""
-    calls = json.loads(path.read_text())
+class Replay:
+    """The recording at ``path`` as a chat server's answers (one request's JSON body in, the answer's text
+    out), in order: a request that is not the one recorded, or one too many, gets ``None`` and is noted
+    in ``wrong``; ``left`` is what was not asked."""
 
-    def completion(**kwargs: Any) -> Any:
-        assert calls, f"the example asked the model more often than {path.name} recorded"
-        call = calls.pop(0)
-        assert asked(kwargs) == call["asked"], f"request differs from {path.name}: {asked(kwargs)[:200]!r}"
-        message = SimpleNamespace(content=call["answer"], tool_calls=None, role="assistant")
-        return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")])
+    def __init__(self, path: Path) -> None:
+        self.name = path.name
+        self.left: list[dict[str, str]] = json.loads(path.read_text())
+        self.wrong: list[str] = []
 
-    completion.left = calls  # type: ignore[attr-defined]
-    return completion
+    def __call__(self, request: dict[str, Any]) -> str | None:
+        question = asked(request)
+        if not self.left:
+            self.wrong.append(f"asked more often than {self.name} recorded: {question[:200]!r}")
+            return None
+        call = self.left.pop(0)
+        if question != call["asked"]:
+            self.wrong.append(f"request differs from {self.name}: {question[:200]!r}")
+            return None
+        return call["answer"]

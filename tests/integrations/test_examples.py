@@ -1,14 +1,15 @@
 """The LangGraph agent and the Mem0-style script of docs/examples/ run end to end in CI on the model's
-answers recorded from a real run on the local model route (docs/examples/recorded/), replayed by a stand-in
-for ``litellm.completion``: no model, no network. The replay fails if the example asks something the
-recording does not hold, and every recorded answer must be used."""
+answers recorded from a real run on the local model route (docs/examples/recorded/), served to litellm's real
+requests by a real OpenAI-compatible server on 127.0.0.1 (tests/chat_server.py): no model, no network. A
+request the recording does not hold is refused, and every recorded answer must be used."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import pmem
 from pmem.integrations.langgraph import PMemStore
 from pmem.integrations.mem0 import Memory
+from tests.chat_server import Failure, chat_server
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 MESSAGES = ["My 5K PB is 27:12.", "My 5K PB is now 25:50.", "What is my 5K PB?"]
@@ -32,30 +34,35 @@ def example(name: str) -> ModuleType:
 
 
 @pytest.fixture
-def replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[[str], Any]:
-    """``litellm.completion`` replaced by the replay of ``docs/examples/recorded/NAME.json``."""
-    # imported here, not at the top: importing litellm takes seconds, and every test worker collects this file
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list from the package
-    import litellm
-
+def replayed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[[str], Any]]:
+    """A real OpenAI-compatible server on 127.0.0.1 answering from ``docs/examples/recorded/NAME.json``
+    (``recorded.Replay``); ``use(NAME)`` gives the replay, its server's URL as ``replay.base``."""
     monkeypatch.setenv("PMEM_EMBEDDER", "hashing")
     monkeypatch.setenv("PMEM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PMEM_LLM_KEY", "none")
     recorded = example("recorded")
+    with ExitStack() as servers:
 
-    def use(name: str) -> Any:
-        completion = recorded.replay(EXAMPLES / "recorded" / f"{name}.json")
-        monkeypatch.setattr(litellm, "completion", completion)
-        return completion
+        def use(name: str) -> Any:
+            replay = recorded.Replay(EXAMPLES / "recorded" / f"{name}.json")
 
-    return use
+            def reply(request: dict[str, Any]) -> Any:
+                answer = replay(request)
+                return Failure(400, replay.wrong[-1]) if answer is None else answer
+
+            replay.base = servers.enter_context(chat_server(reply)).base
+            return replay
+
+        yield use
 
 
 def test_the_langgraph_agent_remembers_supersedes_and_answers(replayed: Callable[[str], Any], tmp_path: Path) -> None:
-    completion = replayed("langgraph_agent")
+    replay = replayed("langgraph_agent")
     db = tmp_path / "agent.db"
-    replies = example("langgraph_agent").main(["--db", str(db), "--user", "alice", *MESSAGES])
+    replies = example("langgraph_agent").main(["--db", str(db), "--user", "alice", "--api-base", replay.base,
+                                               *MESSAGES])
+    assert replay.wrong == [] and replay.left == []
     assert replies == ["remembered pb: 27:12", "remembered pb: 25:50", "Your 5K PB is 25:50."]
-    assert completion.left == []
     with pmem.open(db) as store:
         memories = PMemStore(store)
         item = memories.get(("users", "alice", "memories"), "pb")
@@ -67,13 +74,13 @@ def test_the_langgraph_agent_remembers_supersedes_and_answers(replayed: Callable
 def test_the_mem0_script_on_the_llm_extractor(replayed: Callable[[str], Any], tmp_path: Path) -> None:
     """The recorded run: the model first read "5K" as the PB, the verification pass (asked again, it said
     27:12) refused that, so nothing false was written; the second statement was added and answered from."""
-    completion = replayed("mem0_chat")
+    replay = replayed("mem0_chat")
     db = tmp_path / "mem0.db"
     said = ["My 5K PB is now 27:12.", "My 5K PB is now 25:50.", "What is my 5K PB?"]
     replies = example("mem0_chat").main(["--db", str(db), "--user", "alice", "--extractor", "llm",
-                                         "--model", "openai/qwen", *said])
+                                         "--model", "openai/qwen", "--api-base", replay.base, *said])
+    assert replay.wrong == [] and replay.left == []
     assert replies == ["(nothing to remember)", "ADD pb: 25:50", "Your 5K PB is 25:50."]
-    assert completion.left == []
     with Memory(db=str(db)) as memory:
         assert [m["memory"] for m in memory.get_all(user_id="alice")["results"]] == ["pb: 25:50"]
         assert [h["new_memory"] for h in memory.history("alice/pb")] == ["25:50"]
